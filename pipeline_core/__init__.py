@@ -1,0 +1,59 @@
+"""h5pipe's core library: tokenizer, strategies, processors, packer, normalizer and I/O.
+
+Pure Python: nothing here imports Prefect, so every piece can be used and tested as plain
+functions; the ``tasks`` and ``flows`` packages add orchestration on top.
+"""
+
+from pipeline_core.errors import BadRowError, ConfigError, RowError
+from pipeline_core.io import (
+    CacheStats,
+    ExportStats,
+    IOHandler,
+    cache_file,
+    cache_jsonl,
+    export_chunk,
+    export_dataset,
+    fetch_files,
+    fetch_folders,
+    load_h5,
+    read_attrs,
+    save_h5,
+)
+from pipeline_core.packing import SequencePacker
+from pipeline_core.processors import ProcessedBatch, Processor, ProcessorFactory
+from pipeline_core.ragged import Ragged
+from pipeline_core.strategies import AlpacaStrategy, ChatMLStrategy, PromptStrategy, StrategyFactory
+from pipeline_core.text import DEFAULT_REPLACEMENTS, TextNormalizer
+from pipeline_core.tokenizer import AutoTokenizer
+from pipeline_core.version import FORMAT_VERSION
+
+__all__ = [
+    "DEFAULT_REPLACEMENTS",
+    "FORMAT_VERSION",
+    "AlpacaStrategy",
+    "AutoTokenizer",
+    "BadRowError",
+    "CacheStats",
+    "ChatMLStrategy",
+    "ConfigError",
+    "ExportStats",
+    "IOHandler",
+    "ProcessedBatch",
+    "Processor",
+    "ProcessorFactory",
+    "PromptStrategy",
+    "Ragged",
+    "RowError",
+    "SequencePacker",
+    "StrategyFactory",
+    "TextNormalizer",
+    "cache_file",
+    "cache_jsonl",
+    "export_chunk",
+    "export_dataset",
+    "fetch_files",
+    "fetch_folders",
+    "load_h5",
+    "read_attrs",
+    "save_h5",
+]

@@ -1,0 +1,129 @@
+"""GigatokenBackend: the fast encode path, id-for-id equal to TokenizersBackend where verified.
+
+Special-token strings in user text. gigatoken always splits every added token out of the text,
+so ``"<|endoftext|>"`` in a document would become the single special id; `tokenizers` with
+``encode_special_tokens = True`` skips the *special* added tokens when matching and encodes
+their strings as ordinary text. We make the two agree by loading gigatoken from a copy of
+tokenizer.json whose ``added_tokens`` list holds only the non-special entries: gigatoken then
+has nothing to split a special string on, and its pre-tokenizer and BPE treat it as text,
+exactly as `tokenizers` does. This keeps every text on the fast path (no per-text scan, no
+second encoder); the special tokens stay in the model vocabulary, so no id changes. The probe
+set (probe.py) encodes each special string alone, glued to words and repeated to check this
+on each tokenizer at load time.
+
+Memory. gigatoken keeps a pretoken -> ids cache per worker that grows (it doubles, never
+evicts) with every distinct pretoken it sees, for as long as the tokenizer lives: over a long
+run of varied text RSS grows without bound (see bench/backend_memory.py for the numbers). The
+cache cannot be cleared through gigatoken's API, so this backend rebuilds its gigatoken
+tokenizer after every ``reset_every_chars`` characters of input. Each pretoken is at least one
+character, so the cache never holds more than that many entries, whatever the data.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from pipeline_core.errors import ConfigError
+from pipeline_core.probe import Mismatch
+from pipeline_core.ragged import Ragged
+
+# Rebuild gigatoken after this much input. A rebuild costs one tokenizer load (~0.3 s for
+# GPT-2); at this interval that is ~1% of encode time and bounds the cache (bench numbers).
+DEFAULT_RESET_EVERY_CHARS = 200_000_000
+
+
+_USE_TOKENIZERS = "use backend='tokenizers', or backend='auto' to fall back to it automatically"
+
+
+class GigatokenUnavailable(ConfigError):
+    """gigatoken cannot serve this tokenizer; ``reason`` says why, the message adds the fix."""
+
+    def __init__(self, reason: str, fix: str = _USE_TOKENIZERS) -> None:
+        super().__init__(f"{reason}; {fix}")
+        self.reason = reason
+
+
+class GigatokenMismatch(GigatokenUnavailable):
+    """gigatoken loads this tokenizer but encodes a probe text differently from `tokenizers`."""
+
+    def __init__(self, mismatch: Mismatch) -> None:
+        super().__init__(f"gigatoken does not reproduce the tokenizers backend on {mismatch.describe()}")
+        self.mismatch = mismatch
+
+
+class GigatokenBackend:
+    """Encode with gigatoken; special-token strings are encoded as text (see module docstring).
+
+    ``verified`` is set by ``create_backend`` once the probe set matched `tokenizers`.
+    ``resets`` counts cache-bounding rebuilds so far.
+    """
+
+    name = "gigatoken"
+
+    def __init__(self, tokenizer_json: str, reset_every_chars: int | None = DEFAULT_RESET_EVERY_CHARS) -> None:
+        if reset_every_chars is not None and reset_every_chars <= 0:
+            raise ConfigError(f"reset_every_chars must be positive or None (never reset), got {reset_every_chars}")
+        self._json = without_special_added_tokens(tokenizer_json)
+        self._reset_every = reset_every_chars
+        self._tok = load_gigatoken(self._json)
+        self._chars_since_reset = 0
+        self.resets = 0
+        self.verified = False
+
+    def encode_batch(self, texts: list[str]) -> Ragged:
+        self._bound_cache()
+        rows = self._tok.encode_batch(texts)
+        self._chars_since_reset += sum(map(len, texts))
+        return ragged_from_awkward(rows)
+
+    def _bound_cache(self) -> None:
+        if self._reset_every is None or self._chars_since_reset < self._reset_every:
+            return
+        self._tok = None  # free the old caches before the new tokenizer allocates its own
+        self._tok = load_gigatoken(self._json)
+        self._chars_since_reset = 0
+        self.resets += 1
+
+
+def without_special_added_tokens(tokenizer_json: str) -> str:
+    """The tokenizer.json with special entries dropped from ``added_tokens`` (vocab untouched)."""
+    config = json.loads(tokenizer_json)
+    config["added_tokens"] = [t for t in config.get("added_tokens") or [] if not t.get("special")]
+    return json.dumps(config, ensure_ascii=False)
+
+
+def load_gigatoken(tokenizer_json: str):
+    """A ``gigatoken.Tokenizer``, or GigatokenUnavailable saying why and what to use instead."""
+    try:
+        import gigatoken
+    except ImportError as err:
+        raise GigatokenUnavailable(
+            "the gigatoken backend needs the gigatoken package", "pip install gigatoken, or use backend='tokenizers'"
+        ) from err
+    try:
+        return gigatoken.Tokenizer.from_json(tokenizer_json)
+    except Exception as err:  # gigatoken raises RuntimeError/ValueError/... for unsupported parts
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise GigatokenUnavailable(f"gigatoken cannot load this tokenizer.json ({reason})") from err
+
+
+def ragged_from_awkward(rows) -> Ragged:
+    """gigatoken's awkward rows as a Ragged, sharing its buffers (no per-token Python work)."""
+    layout = rows.layout
+    if type(layout).__name__ != "ListOffsetArray" or type(layout.content).__name__ != "NumpyArray":
+        import awkward as ak
+
+        layout = ak.to_packed(rows).layout  # any other list layout, re-laid as offsets + buffer
+    offsets = np.asarray(layout.offsets.data, dtype=np.int64)
+    values = np.asarray(layout.content.data)[offsets[0] : offsets[-1]]
+    if offsets[0]:
+        offsets = offsets - offsets[0]
+    return Ragged(_as_int32(values), offsets)
+
+
+def _as_int32(values: np.ndarray) -> np.ndarray:
+    if values.dtype == np.uint32:
+        return values.view(np.int32)  # ids are < vocab size < 2**31: same bits, no copy
+    return values.astype(np.int32)

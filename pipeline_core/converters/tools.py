@@ -1,0 +1,59 @@
+"""Tool definitions and tool calls: validated JSON, carried as ``tools`` / ``tool_calls`` blocks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipeline_core.converters.fields import json_type
+from pipeline_core.converters.sample import ContentBlock, block
+from pipeline_core.errors import RowError
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def parse_json(text: str, field: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RowError(
+            "invalid_json",
+            f"{field} is not valid JSON ({exc.msg} at char {exc.pos}); fix the JSON text",
+            field,
+        ) from None
+
+
+def tools_json(value: Any, field: str) -> str | None:
+    """Tool definitions as a JSON string, or None when there are none (missing, "" or "[]").
+
+    A string is validated and kept verbatim; a list or object is serialized.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    parsed = parse_json(value, field) if isinstance(value, str) else value
+    if not isinstance(parsed, (list, dict)):
+        raise RowError(
+            "wrong_type",
+            f"{field} must be a list of tool definitions (or its JSON string), got {json_type(parsed)}",
+            field,
+        )
+    if not parsed:
+        return None
+    return value if isinstance(value, str) else dumps(value)
+
+
+def tool_call_blocks(value: Any, field: str) -> list[ContentBlock]:
+    """One ``tool_calls`` block per call; a single call given as a JSON string is kept verbatim."""
+    parsed = parse_json(value, field) if isinstance(value, str) else value
+    if isinstance(parsed, dict):
+        return [block("tool_calls", value if isinstance(value, str) else dumps(value))]
+    if isinstance(parsed, list) and parsed and all(isinstance(c, dict) for c in parsed):
+        return [block("tool_calls", dumps(call)) for call in parsed]
+    raise RowError(
+        "invalid_tool_call",
+        f'{field} must be a tool call object like {{"name": ..., "arguments": ...}} '
+        f"or a non-empty list of them, got {json_type(parsed)}",
+        field,
+    )

@@ -1,0 +1,42 @@
+"""Errors shared by the core: bad rows and bad configuration.
+
+A bad row is reported with where it came from (file, line) and which field is wrong, so the
+user can fix the data; a bad config says which setting to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ConfigError(ValueError):
+    """An impossible configuration. The message says which setting to change."""
+
+
+class RowError(ValueError):
+    """A row that cannot become a sample. `reason` is a short stable key used for counting."""
+
+    def __init__(self, reason: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class RowLocation:
+    file: str
+    line: int  # 1-based line number in the source file
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+class BadRowError(ValueError):
+    """Raised under on_error="raise": a RowError with the file and line it came from."""
+
+    def __init__(self, where: RowLocation, error: RowError) -> None:
+        field = f" field {error.field!r}:" if error.field else ""
+        super().__init__(f"{where}:{field} {error.message} (reason: {error.reason})")
+        self.where = where
+        self.error = error

@@ -1,0 +1,108 @@
+"""fsspec helpers: every path is a URL (plain path, file://, memory://, s3://).
+
+Outputs are published atomically: written to a local temporary file first and then renamed
+(local) or uploaded in one piece (remote), so a reader never sees a partial file under the
+final name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+
+def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
+    return fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+
+
+def protocol_prefix(url: str) -> str:
+    """``s3://`` for ``s3://b/k``; empty for a plain local path."""
+    url = str(url)
+    return url.split("://", 1)[0] + "://" if "://" in url else ""
+
+
+def join_url(base: str, *names: str) -> str:
+    base = str(base).rstrip("/")
+    return "/".join([base, *names]) if base else "/".join(names)
+
+
+def is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    return isinstance(fs, LocalFileSystem)
+
+
+def fetch_files(directory: str, suffix: str | None = None, storage_options: dict | None = None) -> list[str]:
+    """Files directly inside ``directory`` (optionally ending in ``suffix``), as URLs, sorted naturally."""
+    fs, root = url_to_fs(directory, storage_options)
+    prefix = protocol_prefix(directory)
+    entries = fs.ls(root, detail=True)
+    names = [e["name"] for e in entries if e["type"] == "file"]
+    if suffix:
+        names = [n for n in names if n.endswith(suffix)]
+    return [prefix + n if prefix else n for n in sorted(names, key=natural_key)]
+
+
+def fetch_folders(root_dir: str, storage_options: dict | None = None) -> list[str]:
+    fs, root = url_to_fs(root_dir, storage_options)
+    prefix = protocol_prefix(root_dir)
+    names = [e["name"] for e in fs.ls(root, detail=True) if e["type"] == "directory"]
+    return [prefix + n if prefix else n for n in sorted(names, key=natural_key)]
+
+
+def natural_key(name: str) -> list:
+    """Sort ``chunk_2`` before ``chunk_10``."""
+    import re
+
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+@contextlib.contextmanager
+def local_staging(url: str, storage_options: dict | None = None, suffix: str = "") -> Iterator[str]:
+    """Yield a local temporary path; on success publish it at ``url`` atomically, on error discard it.
+
+    Local targets: the temp file sits beside the target and is renamed over it. Remote targets:
+    the temp file is local and uploaded in one ``put`` after it is complete (s3fs aborts a
+    multipart upload that fails).
+    """
+    fs, path = url_to_fs(url, storage_options)
+    if is_local(fs):
+        directory = os.path.dirname(path) or "."
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:8]}{suffix}")
+    else:
+        handle, tmp = tempfile.mkstemp(prefix="h5pipe-", suffix=suffix)
+        os.close(handle)
+    try:
+        yield tmp
+        publish(tmp, fs, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def publish(local_tmp: str, fs: fsspec.AbstractFileSystem, path: str) -> None:
+    if is_local(fs):
+        os.replace(local_tmp, path)
+    else:
+        parent = path.rsplit("/", 1)[0]
+        with contextlib.suppress(Exception):
+            fs.makedirs(parent, exist_ok=True)
+        fs.put_file(local_tmp, path)
+        fs.invalidate_cache(parent)
+
+
+def write_bytes_atomic(url: str, data: bytes, storage_options: dict | None = None) -> None:
+    with local_staging(url, storage_options) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+
+
+def remove_quietly(url: str, storage_options: dict | None = None) -> None:
+    fs, path = url_to_fs(url, storage_options)
+    with contextlib.suppress(FileNotFoundError):
+        if fs.exists(path):
+            fs.rm(path)

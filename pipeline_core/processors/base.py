@@ -1,0 +1,182 @@
+"""The processor contract: rows in, token sequences out, bad rows reported, never dropped.
+
+``process_batch`` is the path the cache stage uses: it validates every row, encodes all texts of
+the batch in one tokenizer call and assembles the samples with numpy. ``process`` is the same on
+one row, returning torch tensors.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from pipeline_core.errors import ConfigError, RowError
+from pipeline_core.ragged import Ragged
+from pipeline_core.strategies import PromptStrategy
+from pipeline_core.tokenizer import AutoTokenizer
+
+Overflow = Literal["drop", "truncate"]
+
+
+@dataclass(slots=True)
+class ProcessedBatch:
+    """Samples of the rows that made it, and why the others did not.
+
+    ``samples[key]`` holds one sequence per kept row; ``rows`` are the kept rows' positions in the
+    input batch, ``errors`` the skipped ones with their reason.
+    """
+
+    samples: dict[str, Ragged]
+    rows: np.ndarray
+    errors: list[tuple[int, RowError]] = field(default_factory=list)
+    truncated: int = 0
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.rows)
+
+
+class Processor(ABC):
+    type: ClassVar[str]
+    # each group is a length key followed by the keys aligned with it (same length per sample)
+    groups: ClassVar[dict[str, tuple[str, ...]]]
+
+    def __init__(
+        self,
+        tokenizer: AutoTokenizer,
+        strategy: PromptStrategy | None = None,
+        normalizer: Callable[[str], str] | None = None,
+        max_length: int | None = None,
+        overflow: Overflow = "drop",
+    ) -> None:
+        if max_length is not None and max_length <= 0:
+            raise ConfigError(f"max_length must be positive, got {max_length}; omit it for no limit")
+        if overflow not in ("drop", "truncate"):
+            raise ConfigError(f"overflow must be 'drop' or 'truncate', got {overflow!r}")
+        self.tokenizer = tokenizer
+        self.strategy = strategy
+        self.normalizer = normalizer
+        self.max_length = max_length
+        self.overflow = overflow
+
+    @abstractmethod
+    def process_batch(self, rows: list[dict]) -> ProcessedBatch: ...
+
+    def process(self, input_dict: dict) -> dict:
+        """One row -> {key: 1-D torch tensor}; a bad row raises its RowError."""
+        import torch
+
+        batch = self.process_batch([input_dict])
+        if batch.errors:
+            raise batch.errors[0][1]
+        return {k: torch.from_numpy(r[0].copy()) for k, r in batch.samples.items()}
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for keys in self.groups.values() for k in keys]
+
+    def describe(self) -> dict:
+        """Settings recorded in output attributes and cache keys."""
+        return {
+            "processor": self.type,
+            "strategy": self.strategy.name if self.strategy else None,
+            "strategy_tokens": self.strategy.format_strings() if self.strategy else {},
+            "normalizer": getattr(self.normalizer, "describe", lambda: None)(),
+            "max_length": self.max_length,
+            "overflow": self.overflow,
+        }
+
+    def _norm(self, text: str) -> str:
+        return self.normalizer(text) if self.normalizer else text
+
+
+def require_text(row: dict, key: str) -> str:
+    """The non-empty string at ``row[key]``, or a RowError naming the field."""
+    if not isinstance(row, dict):
+        raise RowError("not_an_object", f"row is a {type(row).__name__}, expected a JSON object")
+    if key not in row or row[key] is None:
+        raise RowError("missing_field", f"missing field {key!r}; row has {sorted(row)}", key)
+    value = row[key]
+    if not isinstance(value, str):
+        raise RowError("wrong_type", f"field {key!r} is a {type(value).__name__}, expected a string", key)
+    if not value.strip():
+        raise RowError("empty_text", f"field {key!r} is empty", key)
+    return value
+
+
+def split_valid(rows: list[dict], extract: Callable[[dict], tuple]) -> tuple[list[tuple], np.ndarray, list]:
+    """Apply ``extract`` to each row: (values of good rows, their positions, errors of bad rows)."""
+    good, positions, errors = [], [], []
+    for i, row in enumerate(rows):
+        try:
+            good.append(extract(row))
+            positions.append(i)
+        except RowError as e:
+            errors.append((i, e))
+    return good, np.asarray(positions, dtype=np.int64), errors
+
+
+ProcessorClass = type[Processor]
+
+
+class ProcessorFactory:
+    _registry: dict[str, ProcessorClass] = {}
+
+    @classmethod
+    def register(cls, type_name: str):
+        def add(klass: ProcessorClass) -> ProcessorClass:
+            klass.type = type_name
+            cls._registry[type_name] = klass
+            return klass
+
+        return add
+
+    @classmethod
+    def _class(cls, type_name: str) -> ProcessorClass:
+        if type_name not in cls._registry:
+            raise ConfigError(
+                f"unknown processor {type_name!r}; registered processors: {', '.join(sorted(cls._registry))}"
+            )
+        return cls._registry[type_name]
+
+    @classmethod
+    def create(cls, type_name: str, tokenizer: AutoTokenizer, **kwargs) -> Processor:
+        """A processor with its default strategy (chatml for sft/dpo)."""
+        klass = cls._class(type_name)
+        strategy = kwargs.pop("strategy", None)
+        if isinstance(strategy, str):
+            return cls.create_with_strategy_name(type_name, tokenizer, strategy, **kwargs)
+        if strategy is None and getattr(klass, "default_strategy", None):
+            from pipeline_core.strategies import StrategyFactory
+
+            strategy = StrategyFactory.create(klass.default_strategy, tokenizer)
+        return klass(tokenizer, strategy=strategy, **kwargs)
+
+    @classmethod
+    def create_with_strategy(
+        cls, type_name: str, tokenizer: AutoTokenizer, strategy: PromptStrategy, **kwargs
+    ) -> Processor:
+        return cls._class(type_name)(tokenizer, strategy=strategy, **kwargs)
+
+    @classmethod
+    def create_with_strategy_name(
+        cls,
+        type_name: str,
+        tokenizer: AutoTokenizer,
+        strategy_name: str,
+        processor_kwargs: dict | None = None,
+        **kwargs,
+    ) -> Processor:
+        """``kwargs`` go to the strategy; ``processor_kwargs`` (normalizer, max_length, ...) to the processor."""
+        from pipeline_core.strategies import StrategyFactory
+
+        strategy = StrategyFactory.create(strategy_name, tokenizer, **kwargs)
+        return cls._class(type_name)(tokenizer, strategy=strategy, **(processor_kwargs or {}))
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return sorted(cls._registry)

@@ -1,0 +1,108 @@
+"""Ragged batches: many variable-length 1-D sequences stored as one flat array plus offsets.
+
+This is the contract between the tokenizer, the processors, the packer and the HDF5 writer:
+sequence ``i`` is ``values[offsets[i]:offsets[i + 1]]``. It keeps a batch of a thousand rows in
+two numpy arrays instead of a thousand Python lists, so every later step can work on whole
+batches at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Ragged:
+    values: np.ndarray  # 1-D, all sequences back to back
+    offsets: np.ndarray  # int64, len(sequences) + 1, starts at 0, ends at len(values)
+
+    @classmethod
+    def from_lists(cls, seqs: Iterable[Sequence[int]] | Iterable[np.ndarray], dtype=np.int32) -> Ragged:
+        arrays = [np.asarray(s, dtype=dtype) for s in seqs]
+        lengths = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
+        values = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+        return cls(values.astype(dtype, copy=False), offsets_from_lengths(lengths))
+
+    @classmethod
+    def empty(cls, dtype=np.int32) -> Ragged:
+        return cls(np.zeros(0, dtype=dtype), np.zeros(1, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return self.offsets.size - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.values[self.offsets[i] : self.offsets[i + 1]]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def to_lists(self) -> list[list[int]]:
+        return [self[i].tolist() for i in range(len(self))]
+
+    def slice_rows(self, start: int, stop: int) -> Ragged:
+        """Sequences ``start..stop-1`` without copying the values."""
+        offsets = self.offsets[start : stop + 1]
+        return Ragged(self.values[offsets[0] : offsets[-1]], offsets - offsets[0])
+
+    def keep(self, mask: np.ndarray) -> Ragged:
+        """The sequences where ``mask`` is True; no copy when all are kept."""
+        return self if bool(mask.all()) else self.select(np.flatnonzero(mask))
+
+    def select(self, rows: np.ndarray) -> Ragged:
+        """The sequences at positions ``rows`` (in that order), as a new Ragged."""
+        rows = np.asarray(rows, dtype=np.int64)
+        lengths = self.lengths[rows]
+        starts = self.offsets[:-1][rows]
+        return Ragged(self.values[gather_index(starts, lengths)], offsets_from_lengths(lengths))
+
+
+def offsets_from_lengths(lengths: np.ndarray) -> np.ndarray:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def gather_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Flat indices of the slices ``[s, s + n)`` for every (s, n), vectorised."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    out_starts = offsets_from_lengths(lengths)[:-1]
+    shift = np.repeat(np.asarray(starts, dtype=np.int64) - out_starts, lengths)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+def concat_ragged(parts: Sequence[Ragged]) -> Ragged:
+    """Row-wise concatenation: sequence i of the result is parts[0][i] + parts[1][i] + ...
+
+    All parts must hold the same number of sequences. Vectorised: one gather, no per-row loop.
+    """
+    n = len(parts[0])
+    if any(len(p) != n for p in parts):
+        raise ValueError("concat_ragged: all parts must have the same number of sequences")
+    lengths = np.stack([p.lengths for p in parts], axis=1)  # [n, k]
+    out_offsets = offsets_from_lengths(lengths.sum(axis=1))
+    dtype = np.result_type(*[p.values.dtype for p in parts])
+    values = np.empty(int(out_offsets[-1]), dtype=dtype)
+    seg_starts = out_offsets[:-1].copy()
+    for k, part in enumerate(parts):
+        dest = gather_index(seg_starts, lengths[:, k])
+        values[dest] = part.values
+        seg_starts += lengths[:, k]
+    return Ragged(values, out_offsets)
+
+
+def constant_like(ragged: Ragged, value, dtype) -> Ragged:
+    """A Ragged of the same shape filled with ``value``."""
+    return Ragged(np.full(ragged.values.size, value, dtype=dtype), ragged.offsets)
+
+
+def tile_rows(seq: np.ndarray, n: int) -> Ragged:
+    """The same sequence repeated as ``n`` rows (e.g. a format string shared by a batch)."""
+    seq = np.asarray(seq)
+    return Ragged(np.tile(seq, n), np.arange(n + 1, dtype=np.int64) * seq.size)
