@@ -62,3 +62,67 @@ def trained(llamafactory):
     for row in load_json_or_jsonl(llamafactory / "alpaca_en_demo.json"):
         texts += [row["instruction"], row["input"], row["output"]]
     return AutoTokenizer.train(texts, vocab_size=4000)
+
+
+# ---- real services: one Prefect test server and one S3 API (moto) per session -------------------
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One temporary Prefect server for the whole session (it takes seconds to start)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "h5pipe-test-key-id",
+    "AWS_SECRET_ACCESS_KEY": "h5pipe-test-secret-value",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real S3 API on 127.0.0.1 (moto's threaded server); credentials come from the environment."""
+    from moto.server import ThreadedMotoServer
+
+    saved = {k: os.environ.get(k) for k in S3_ENV}
+    os.environ.update(S3_ENV)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture()
+def s3_bucket(s3_endpoint, request):
+    """A fresh bucket per test; yields (bucket URL, storage_options)."""
+    import re
+    import uuid
+
+    import s3fs
+
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + uuid.uuid4().hex[:6]
+    options = {"endpoint_url": s3_endpoint}
+    fs = s3fs.S3FileSystem(**options)
+    fs.mkdir(name)
+    yield f"s3://{name}", options
+    s3fs.S3FileSystem.clear_instance_cache()

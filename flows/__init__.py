@@ -1,0 +1,1 @@
+"""Prefect flows composing the tasks: export, cache and the two together."""

@@ -1,0 +1,95 @@
+"""cache_flow: every JSONL chunk -> HDF5, one mapped task per chunk, cached on content."""
+
+from __future__ import annotations
+
+import time
+
+from prefect import flow, unmapped
+from prefect.logging import get_run_logger
+
+from flows.chunks import collect, raise_failures
+from flows.params import CacheParams, redacted
+from flows.reporting import Progress, publish_cache_report
+from flows.run_record import save_run_record
+from flows.storage import result_storage_for
+from pipeline_core.build import build_processor, load_tokenizer
+from pipeline_core.io.cache import list_inputs
+from pipeline_core.io.fs import url_to_fs
+from pipeline_core.io.hashing import FileDigest, matches
+from tasks.cache import cache_chunk
+from tasks.hashing import hash_chunk
+from tasks.models import CacheJob, ChunkResult
+from tasks.retry import backoff_delays
+
+
+def make_job(params: CacheParams) -> CacheJob:
+    """Validate the whole config up front (tokenizer loads, processor builds) and freeze it."""
+    tokenizer = load_tokenizer(params.tokenizer.spec())
+    spec = params.processor_spec()
+    build_processor(spec, tokenizer)
+    return CacheJob(
+        input_url=params.input,
+        output_dir=params.output,
+        tokenizer=params.tokenizer.spec().__dict__,
+        processor=spec.to_dict(),
+        tokenizer_fingerprint=tokenizer.fingerprint,
+        pack_size=params.pack_size,
+        pad_value=params.pad_value,
+        on_error=params.on_error,
+        batch_size=params.batch_size,
+        endpoint=params.run.storage.endpoint_url,
+    )
+
+
+def chunk_inputs(value: str | list[str], storage: dict) -> list[str]:
+    """The JSONL chunks to cache; quarantine files (``*.errors.jsonl``) are never inputs."""
+    return [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")]
+
+
+def hit_is_valid(result: ChunkResult, how: str, storage_options: dict) -> bool:
+    if how == "size":
+        fs, path = url_to_fs(result.output_url, storage_options)
+        return fs.exists(path) and fs.size(path) == result.size
+    return matches(result.output_url, FileDigest(result.sha256, result.size), storage_options)
+
+
+@flow(name="h5pipe-cache", validate_parameters=True)
+def cache_flow(params: CacheParams) -> dict:
+    started = time.perf_counter()
+    logger = get_run_logger()
+    storage = params.run.storage.to_fsspec()
+    job = make_job(params)
+    inputs = chunk_inputs(params.input, storage)
+    url_to_fs(params.output, storage)[0].makedirs(url_to_fs(params.output, storage)[1], exist_ok=True)
+    logger.info("caching %d chunk(s) into %s with %s", len(inputs), params.output, params.processor)
+    task = cache_chunk.with_options(
+        result_storage=result_storage_for(params.output, storage, params.run.result_storage),
+        retries=params.run.retries,
+        retry_delay_seconds=backoff_delays(params.run.retries, params.run.retry_delay),
+    )
+    digests = hash_chunk.map(inputs, unmapped(storage))
+    futures = task.map(unmapped(job), digests, unmapped(storage))
+    progress = Progress(len(inputs), "h5pipe-cache-progress", f"chunks cached into {params.output}")
+    outcome = collect(futures, inputs, progress.advance)
+    raise_failures(outcome, inputs)
+    for i in [i for i, hit in outcome.cached.items() if hit]:
+        if not hit_is_valid(outcome.results[i], params.run.verify_hits, storage):
+            logger.warning("cache hit for %s points at a missing or changed output; rebuilding", inputs[i])
+            outcome.results[i] = (
+                task.with_options(refresh_cache=True).submit(job, digests[i].result(), storage).result()
+            )
+            outcome.cached[i] = False
+    results = [outcome.results[i] for i in range(len(inputs))]
+    cached = [outcome.cached[i] for i in range(len(inputs))]
+    summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started)
+    save_run_record(
+        params.output,
+        "cache",
+        redacted(params),
+        summary,
+        storage,
+        tokenizer_fingerprint=job.tokenizer_fingerprint,
+        chunks=[r.model_dump() for r in results],
+    )
+    logger.info("cache done: %s", summary)
+    return {"summary": summary, "chunks": [r.model_dump() for r in results], "cached": cached}

@@ -1,0 +1,51 @@
+"""``h5pipe inspect``: what a file holds, in words a person can check."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline_core.io.fs import join_url, url_to_fs
+from pipeline_core.io.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, open_h5
+
+RUN_RECORD = "h5pipe-run.json"
+
+
+def tokenizer_path_from_run_record(file_url: str) -> str | None:
+    folder = file_url.rsplit("/", 1)[0] if "/" in file_url else "."
+    fs, path = url_to_fs(join_url(folder, RUN_RECORD))
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "r") as f:
+        config = json.load(f).get("config", {})
+    return (config.get("tokenizer") or config.get("cache", {}).get("tokenizer") or {}).get("path")
+
+
+def sample_of(handle, key: str, index: int):
+    if key + OFFSETS_SUFFIX in handle:
+        offsets = handle[key + OFFSETS_SUFFIX]
+        return handle[key][offsets[index] : offsets[index + 1]]
+    return handle[key][index]
+
+
+def describe_file(url: str, tokenizer_path: str | None = None, index: int = 0) -> str:
+    lines = [f"file: {url}"]
+    with open_h5(url) as f:
+        attrs = {k: decode_attr(v) for k, v in sorted(f.attrs.items())}
+        lines += [f"  {k}: {v}" for k, v in attrs.items()]
+        lines.append("datasets:")
+        for key in data_keys(f):
+            n = len(f[key + OFFSETS_SUFFIX]) - 1 if key + OFFSETS_SUFFIX in f else f[key].shape[0]
+            lines.append(f"  {key}: {n} samples, shape {f[key].shape}, dtype {f[key].dtype}")
+        main = next((k for k in ("sequence", "chosen") if k in f), None)
+        path = tokenizer_path or tokenizer_path_from_run_record(url)
+        if main and path:
+            from pipeline_core.tokenizer import AutoTokenizer
+
+            ids = sample_of(f, main, index)
+            lines += [
+                f"sample {index} ({main}, {len(ids)} tokens):",
+                AutoTokenizer.from_file(path).decode(ids.tolist()),
+            ]
+        elif main:
+            lines.append("(pass --tokenizer to decode a sample)")
+    return "\n".join(lines)

@@ -1,0 +1,158 @@
+"""Flow parameters: pydantic models, so the Prefect UI renders them as forms and bad input
+is rejected with the name of the field.
+
+Secrets never live in parameters as plain text: S3 keys come from the environment (as s3fs
+reads them), a named AWS profile, or ``SecretStr`` fields that are masked wherever the
+parameters are shown or saved (``h5pipe-run.json`` holds the redacted form).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from pipeline_core.build import ProcessorSpec, TokenizerSpec
+
+
+class StorageOptions(BaseModel):
+    """How to reach object storage. Empty for local paths; s3fs also reads AWS_* variables."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_url: str | None = Field(None, description="S3-compatible endpoint, e.g. http://127.0.0.1:9000")
+    profile: str | None = Field(None, description="AWS profile name from ~/.aws/credentials")
+    key: SecretStr | None = Field(None, description="access key id; prefer the environment")
+    secret: SecretStr | None = Field(None, description="secret access key; prefer the environment")
+    anon: bool = False
+    connect_timeout: float | None = Field(None, gt=0, description="seconds; small values make S3 faults surface fast")
+    read_timeout: float | None = Field(None, gt=0)
+    max_attempts: int | None = Field(None, ge=1, description="botocore's own retry attempts per request")
+
+    def to_fsspec(self) -> dict:
+        """The keyword arguments fsspec/s3fs take (secrets unwrapped; never log this)."""
+        options: dict = {}
+        if self.endpoint_url:
+            options["endpoint_url"] = self.endpoint_url
+        if self.profile:
+            options["profile"] = self.profile
+        if self.key:
+            options["key"] = self.key.get_secret_value()
+        if self.secret:
+            options["secret"] = self.secret.get_secret_value()
+        if self.anon:
+            options["anon"] = True
+        config = {
+            k: v for k, v in (("connect_timeout", self.connect_timeout), ("read_timeout", self.read_timeout)) if v
+        }
+        if self.max_attempts:
+            config["retries"] = {"max_attempts": self.max_attempts, "mode": "standard"}
+        if config:
+            options["config_kwargs"] = config
+        return options
+
+
+class TokenizerParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(..., description="tokenizer.json or a folder holding it (and tokenizer_config.json)")
+    eos_token: str | None = None
+    bos_token: str | None = None
+    pad_token: str | None = None
+    backend: Literal["auto", "tokenizers", "gigatoken"] = "auto"
+
+    def spec(self) -> TokenizerSpec:
+        return TokenizerSpec(self.path, self.eos_token, self.bos_token, self.pad_token, self.backend)
+
+
+class RunOptions(BaseModel):
+    """Execution settings shared by the flows; they do not change outputs, so not cache keys."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_runner: Literal["threads", "processes", "dask"] = "threads"
+    max_workers: int = Field(2, ge=1, description="concurrent chunks (threads or processes)")
+    dask_address: str | None = Field(None, description="scheduler address; a LocalCluster when empty")
+    retries: int = Field(3, ge=0, description="retries of a chunk on transient I/O errors")
+    retry_delay: float = Field(2.0, ge=0, description="first retry delay in seconds; doubles, with jitter")
+    verify_hits: Literal["sha256", "size"] = Field("sha256", description="how a cache hit's output is checked")
+    result_storage: str | None = Field(None, description="where task results live; default: beside the outputs")
+    storage: StorageOptions = Field(default_factory=StorageOptions)
+
+
+class ExportParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(..., description="hub id, local file/folder, fsspec URL, or dataset_info YAML")
+    output: str = Field(..., description="folder URL for the JSONL chunks")
+    prefix: str = Field("train", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    chunk_size: int = Field(1_000_000, gt=0)
+    split: str = "train"
+    streaming: bool = False
+    seed: int = 0
+    process_func: str | None = Field(None, description="'module:function' applied to each row")
+    on_error: Literal["skip", "raise"] = "skip"
+    run: RunOptions = Field(default_factory=RunOptions)
+
+
+class CacheParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input: str | list[str] = Field(..., description="a JSONL file, a folder of JSONL chunks, or a list of files")
+    output: str = Field(..., description="folder URL for the HDF5 files")
+    tokenizer: TokenizerParams
+    processor: str = Field("pt", description="pt | sft | dpo (or a registered custom processor)")
+    strategy: str | None = Field(None, description="chatml | alpaca | template | ...; default per processor")
+    strategy_kwargs: dict = Field(default_factory=dict)
+    processor_kwargs: dict = Field(default_factory=dict, description="e.g. converter, train_on, media")
+    pack_size: int = Field(0, ge=0, description="0 = no packing")
+    pad_value: int | None = None
+    normalizer: bool = False
+    normalizer_rules: dict[str, str] = Field(default_factory=dict)
+    max_length: int | None = Field(None, gt=0)
+    overflow: Literal["drop", "truncate"] = "drop"
+    on_error: Literal["skip", "raise"] = "skip"
+    batch_size: int = Field(1024, gt=0)
+    run: RunOptions = Field(default_factory=RunOptions)
+
+    @field_validator("processor")
+    @classmethod
+    def _known_processor(cls, value: str) -> str:
+        from pipeline_core.processors import ProcessorFactory
+
+        if value not in ProcessorFactory.names():
+            raise ValueError(f"unknown processor {value!r}; choose one of {', '.join(ProcessorFactory.names())}")
+        return value
+
+    def processor_spec(self) -> ProcessorSpec:
+        return ProcessorSpec(
+            self.processor,
+            self.strategy,
+            dict(self.strategy_kwargs),
+            dict(self.processor_kwargs),
+            self.normalizer,
+            dict(self.normalizer_rules),
+            self.max_length,
+            self.overflow,
+        )
+
+
+class PipelineParams(BaseModel):
+    """Export then cache: the cache stage reads what the export stage wrote."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    export: ExportParams
+    cache: CacheParams
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cache_reads_export_output(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("cache"), dict) and isinstance(data.get("export"), dict):
+            data["cache"].setdefault("input", data["export"].get("output"))
+        return data
+
+
+def redacted(params: BaseModel) -> dict:
+    """JSON-ready parameters with every secret masked (SecretStr dumps as '**********')."""
+    return params.model_dump(mode="json")

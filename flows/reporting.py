@@ -1,0 +1,84 @@
+"""Run reports in the Prefect UI: a per-chunk table, a markdown summary, a progress bar."""
+
+from __future__ import annotations
+
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+
+from flows.progress import notify
+from tasks.models import ChunkResult
+
+
+class Progress:
+    """A progress artifact advanced as chunks finish."""
+
+    def __init__(self, total: int, key: str, description: str) -> None:
+        self.total, self.done, self.key = max(total, 1), 0, key
+        self.id = create_progress_artifact(progress=0.0, key=key, description=description)
+        notify(key, 0, self.total)
+
+    def advance(self) -> None:
+        self.done += 1
+        update_progress_artifact(self.id, progress=100.0 * self.done / self.total)
+        notify(self.key, self.done, self.total)
+
+
+def chunk_rows(results: list[ChunkResult], cached: list[bool]) -> list[dict]:
+    return [
+        {
+            "chunk": r.input_url.rsplit("/", 1)[-1],
+            "rows": r.rows_read,
+            "samples": r.samples_written,
+            "tokens": r.tokens_written,
+            "skipped": r.rows_skipped,
+            "skipped_by_reason": ", ".join(f"{k}={v}" for k, v in sorted(r.skipped.items())) or "-",
+            "truncated": r.rows_truncated,
+            "packs": r.packs,
+            "pack_fill_%": None if r.pack_fill is None else round(100 * r.pack_fill, 2),
+            "seconds": round(r.seconds, 3),
+            "cached": hit,
+        }
+        for r, hit in zip(results, cached)
+    ]
+
+
+def totals(results: list[ChunkResult]) -> dict:
+    skipped: dict[str, int] = {}
+    for r in results:
+        for reason, n in r.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    return {
+        "chunks": len(results),
+        "rows_read": sum(r.rows_read for r in results),
+        "samples_written": sum(r.samples_written for r in results),
+        "rows_skipped": sum(r.rows_skipped for r in results),
+        "skipped_by_reason": dict(sorted(skipped.items())),
+        "rows_truncated": sum(r.rows_truncated for r in results),
+        "tokens_written": sum(r.tokens_written for r in results),
+        "packs": sum(r.packs for r in results),
+    }
+
+
+def publish_cache_report(results: list[ChunkResult], cached: list[bool], output: str, seconds: float) -> dict:
+    summary = totals(results)
+    summary["cached_chunks"] = sum(cached)
+    summary["seconds"] = round(seconds, 3)
+    computed = sum(r.tokens_written for r, hit in zip(results, cached) if not hit)
+    summary["tokens_per_second"] = round(computed / seconds) if seconds > 0 else None
+    create_table_artifact(
+        table=chunk_rows(results, cached), key="h5pipe-cache-chunks", description=f"per-chunk results, {output}"
+    )
+    create_markdown_artifact(
+        markdown=summary_markdown("cache", summary, output), key="h5pipe-cache-summary", description="h5pipe cache run"
+    )
+    return summary
+
+
+def summary_markdown(stage: str, summary: dict, output: str) -> str:
+    lines = [f"# h5pipe {stage} run", "", f"Output: `{output}`", "", "| total | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in summary.items()]
+    return "\n".join(lines)

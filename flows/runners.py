@@ -1,0 +1,21 @@
+"""Task runner selection: threads (default), processes, or Dask (local cluster or an address)."""
+
+from __future__ import annotations
+
+from flows.params import RunOptions
+
+
+def build_task_runner(run: RunOptions):
+    if run.task_runner == "threads":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner(max_workers=run.max_workers)
+    if run.task_runner == "processes":
+        from prefect.task_runners import ProcessPoolTaskRunner
+
+        return ProcessPoolTaskRunner(max_workers=run.max_workers)
+    from prefect_dask import DaskTaskRunner
+
+    if run.dask_address:
+        return DaskTaskRunner(address=run.dask_address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": run.max_workers, "threads_per_worker": 1, "processes": True})

@@ -1,0 +1,38 @@
+"""Content hashes of files at any fsspec URL, streamed in blocks (works the same on S3)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from pipeline_core.io.fs import url_to_fs
+
+BLOCK = 8 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FileDigest:
+    sha256: str
+    size: int
+
+
+def file_digest(url: str, storage_options: dict | None = None) -> FileDigest:
+    fs, path = url_to_fs(url, storage_options)
+    digest = hashlib.sha256()
+    size = 0
+    with fs.open(path, "rb", block_size=BLOCK) as f:
+        while block := f.read(BLOCK):
+            digest.update(block)
+            size += len(block)
+    return FileDigest(digest.hexdigest(), size)
+
+
+def matches(url: str, expected: FileDigest, storage_options: dict | None = None) -> bool:
+    """True when ``url`` exists with exactly the expected size and sha256."""
+    fs, path = url_to_fs(url, storage_options)
+    try:
+        if fs.size(path) != expected.size:
+            return False
+    except FileNotFoundError:
+        return False
+    return file_digest(url, storage_options) == expected

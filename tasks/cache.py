@@ -1,0 +1,44 @@
+"""cache_chunk: one JSONL chunk -> one HDF5, cached on the chunk's content."""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.logging import get_run_logger
+
+from pipeline_core.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
+from pipeline_core.io.cache import CacheOptions, cache_file
+from pipeline_core.io.hashing import file_digest
+from tasks.keys import cache_chunk_key
+from tasks.models import CacheJob, ChunkDigest, ChunkResult
+from tasks.retry import retry_on_transient
+
+
+@task(
+    name="cache-chunk",
+    cache_key_fn=cache_chunk_key,
+    persist_result=True,
+    result_serializer="json",
+    retries=3,
+    retry_delay_seconds=[2, 4, 8],
+    retry_jitter_factor=0.5,
+    retry_condition_fn=retry_on_transient,
+)
+def cache_chunk(job: CacheJob, chunk: ChunkDigest, storage_options: dict | None = None) -> ChunkResult:
+    processor = build_processor(ProcessorSpec(**job.processor), load_tokenizer(TokenizerSpec(**job.tokenizer)))
+    options = CacheOptions(job.pack_size, job.pad_value, job.on_error, job.batch_size)
+    stats = cache_file(chunk.url, job.output_dir, processor, options, storage_options)
+    if stats.source_sha256 != chunk.sha256:
+        raise RuntimeError(
+            f"{chunk.url} changed while it was being cached (sha256 {chunk.sha256[:12]} -> {stats.source_sha256[:12]}); run again"
+        )
+    written = file_digest(stats.output_url, storage_options)
+    get_run_logger().info(
+        "%s: %d samples, %d skipped, %.1fs", stats.output_url, stats.samples_written, stats.rows_skipped, stats.seconds
+    )
+    return ChunkResult(sha256=written.sha256, size=written.size, **_counts(stats))
+
+
+def _counts(stats) -> dict:
+    d = stats.to_dict()
+    keep = set(ChunkResult.model_fields) - {"sha256", "size"}
+    return {k: v for k, v in d.items() if k in keep}

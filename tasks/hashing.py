@@ -1,0 +1,21 @@
+"""hash_chunk: the streamed sha256 of an input chunk, the basis of content-keyed caching."""
+
+from __future__ import annotations
+
+from prefect import task
+
+from pipeline_core.io.hashing import file_digest
+from tasks.models import ChunkDigest
+from tasks.retry import retry_on_transient
+
+
+@task(
+    name="hash-chunk",
+    retries=3,
+    retry_delay_seconds=[1, 2, 4],
+    retry_condition_fn=retry_on_transient,
+    retry_jitter_factor=0.5,
+)
+def hash_chunk(url: str, storage_options: dict | None = None) -> ChunkDigest:
+    found = file_digest(url, storage_options)
+    return ChunkDigest(url=url, sha256=found.sha256, size=found.size)

@@ -1,0 +1,91 @@
+"""What tasks take and return: small pydantic records, never tensors or user objects.
+
+Results are persisted as JSON (no pickles) so a cached result can be read back by any later run.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class CacheJob(BaseModel):
+    """Everything one cache task needs, in plain data (picklable for process and Dask runners)."""
+
+    input_url: str
+    output_dir: str
+    tokenizer: dict
+    processor: dict
+    tokenizer_fingerprint: str
+    pack_size: int = 0
+    pad_value: int | None = None
+    on_error: str = "skip"
+    batch_size: int = 1024
+    endpoint: str | None = None  # part of the output's identity; credentials are not
+
+    def key_material(self, source_sha256: str, output_url: str) -> dict:
+        """What the output depends on: content, tokenizer, settings, destination, format."""
+        from pipeline_core.version import FORMAT_VERSION
+
+        return {
+            "source_sha256": source_sha256,
+            "tokenizer": self.tokenizer_fingerprint,
+            "processor": self.processor,
+            "pack_size": self.pack_size,
+            "pad_value": self.pad_value,
+            "on_error": self.on_error,
+            "output_url": output_url,
+            "endpoint": self.endpoint,
+            "format_version": FORMAT_VERSION,
+        }
+
+
+class ChunkDigest(BaseModel):
+    url: str
+    sha256: str
+    size: int
+
+
+class ChunkResult(BaseModel):
+    """Descriptor of one written HDF5 chunk (what a cache hit returns)."""
+
+    input_url: str
+    output_url: str
+    errors_url: str | None = None
+    source_sha256: str
+    sha256: str
+    size: int
+    rows_read: int
+    samples_written: int
+    rows_skipped: int
+    skipped: dict[str, int] = Field(default_factory=dict)
+    rows_truncated: int = 0
+    tokens_written: int = 0
+    packs: int = 0
+    pack_fill: float | None = None
+    seconds: float = 0.0
+
+
+class ExportJob(BaseModel):
+    source: str
+    output_dir: str
+    prefix: str = "train"
+    chunk_size: int = 1_000_000
+    split: str = "train"
+    streaming: bool = False
+    seed: int = 0
+    process_func: str | None = None
+    on_error: str = "skip"
+    source_fingerprint: str = ""
+    process_func_hash: str = ""
+
+
+class ExportResult(BaseModel):
+    index: int
+    output_url: str
+    rows_in: int
+    rows_out: int
+    rows_filtered: int = 0
+    rows_skipped: int = 0
+    sha256: str
+    size: int
+    seconds: float = 0.0

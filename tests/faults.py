@@ -1,0 +1,80 @@
+"""A fault-injecting fsspec filesystem for tests: ``flaky://`` over the local disk.
+
+Uploads (``put_file``) of paths matching a pattern fail their first N attempts with a chosen
+error, so retry behaviour is exercised through the real code path (local staging + put).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+from fsspec import AbstractFileSystem, register_implementation
+from fsspec.implementations.local import LocalFileSystem
+
+
+class FlakyFileSystem(AbstractFileSystem):
+    protocol = "flaky"
+    root_marker = "/"
+    cachable = False
+
+    # class-level plan so every instance (threads, Prefect copies) shares it
+    plan: dict[str, tuple[int, type[BaseException]]] = {}
+    attempts: Counter = Counter()
+    _lock = threading.Lock()
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.local = LocalFileSystem()
+
+    @classmethod
+    def fail(cls, suffix: str, times: int, error: type[BaseException]) -> None:
+        cls.plan[suffix] = (times, error)
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.plan.clear()
+        cls.attempts.clear()
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        path = path[len("flaky://") :] if path.startswith("flaky://") else path
+        return LocalFileSystem._strip_protocol(path)
+
+    def put_file(self, lpath, rpath, **kwargs):
+        rpath = self._strip_protocol(rpath)
+        with self._lock:
+            for suffix, (times, error) in self.plan.items():
+                if rpath.endswith(suffix):
+                    self.attempts[rpath] += 1
+                    if self.attempts[rpath] <= times:
+                        raise error(f"injected failure {self.attempts[rpath]}/{times} writing {rpath}")
+        self.local.makedirs(self.local._parent(rpath), exist_ok=True)
+        self.local.put_file(lpath, rpath)
+
+    def _open(self, path, mode="rb", **kwargs):
+        return self.local._open(self._strip_protocol(path), mode, **kwargs)
+
+    def ls(self, path, detail=True, **kwargs):
+        return self.local.ls(self._strip_protocol(path), detail=detail, **kwargs)
+
+    def info(self, path, **kwargs):
+        return self.local.info(self._strip_protocol(path), **kwargs)
+
+    def makedirs(self, path, exist_ok=False):
+        return self.local.makedirs(self._strip_protocol(path), exist_ok=exist_ok)
+
+    def mkdir(self, path, create_parents=True, **kwargs):
+        return self.local.mkdir(self._strip_protocol(path), create_parents=create_parents, **kwargs)
+
+    def rm_file(self, path):
+        return self.local.rm_file(self._strip_protocol(path))
+
+    def _rm(self, path):
+        return self.local.rm_file(self._strip_protocol(path))
+
+    def rm(self, path, recursive=False, maxdepth=None):
+        return self.local.rm(self._strip_protocol(path), recursive=recursive, maxdepth=maxdepth)
+
+
+register_implementation("flaky", FlakyFileSystem, clobber=True)
