@@ -8,16 +8,18 @@ from prefect import flow, unmapped
 from prefect.logging import get_run_logger
 
 from flows.chunks import collect, raise_failures
+from flows.commit import Committer
 from flows.params import CacheParams, redacted
 from flows.reporting import Progress, publish_cache_report
 from flows.run_record import save_run_record
 from flows.storage import result_storage_for
 from pipeline_core.build import build_processor, load_tokenizer
-from pipeline_core.io.cache import list_inputs
+from pipeline_core.io.cache import list_inputs, output_names
 from pipeline_core.io.fs import url_to_fs
 from pipeline_core.io.hashing import FileDigest, matches
 from tasks.cache import cache_chunk
 from tasks.hashing import hash_chunk
+from tasks.keys import digest
 from tasks.models import CacheJob, ChunkResult
 from tasks.retry import backoff_delays
 
@@ -28,7 +30,7 @@ def make_job(params: CacheParams) -> CacheJob:
     spec = params.processor_spec()
     build_processor(spec, tokenizer)
     return CacheJob(
-        input_url=params.input,
+        input_url=str(params.input),
         output_dir=params.output,
         tokenizer=params.tokenizer.spec().__dict__,
         processor=spec.to_dict(),
@@ -53,6 +55,10 @@ def hit_is_valid(result: ChunkResult, how: str, storage_options: dict) -> bool:
     return matches(result.output_url, FileDigest(result.sha256, result.size), storage_options)
 
 
+def _name(url: str) -> str:
+    return url.rsplit("/", 1)[-1]
+
+
 @flow(name="h5pipe-cache", validate_parameters=True)
 def cache_flow(params: CacheParams) -> dict:
     started = time.perf_counter()
@@ -60,7 +66,9 @@ def cache_flow(params: CacheParams) -> dict:
     storage = params.run.storage.to_fsspec()
     job = make_job(params)
     inputs = chunk_inputs(params.input, storage)
-    url_to_fs(params.output, storage)[0].makedirs(url_to_fs(params.output, storage)[1], exist_ok=True)
+    committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
+    outputs = [output_names(u, params.output)[0] for u in inputs]
+    committed = [committer.previous(_name(o)) for o in outputs]
     logger.info("caching %d chunk(s) into %s with %s", len(inputs), params.output, params.processor)
     task = cache_chunk.with_options(
         result_storage=result_storage_for(params.output, storage, params.run.result_storage),
@@ -68,9 +76,15 @@ def cache_flow(params: CacheParams) -> dict:
         retry_delay_seconds=backoff_delays(params.run.retries, params.run.retry_delay),
     )
     digests = hash_chunk.map(inputs, unmapped(storage))
-    futures = task.map(unmapped(job), digests, unmapped(storage))
+    futures = task.map(unmapped(job), digests, unmapped(storage), committed)
     progress = Progress(len(inputs), "h5pipe-cache-progress", f"chunks cached into {params.output}")
-    outcome = collect(futures, inputs, progress.advance)
+
+    def finished(i: int, result: ChunkResult | None) -> None:
+        progress.advance()
+        if result is not None:
+            committer.record(result)
+
+    outcome = collect(futures, inputs, finished)
     raise_failures(outcome, inputs)
     for i in [i for i, hit in outcome.cached.items() if hit]:
         if not hit_is_valid(outcome.results[i], params.run.verify_hits, storage):
@@ -79,17 +93,13 @@ def cache_flow(params: CacheParams) -> dict:
                 task.with_options(refresh_cache=True).submit(job, digests[i].result(), storage).result()
             )
             outcome.cached[i] = False
+            committer.record(outcome.results[i])
     results = [outcome.results[i] for i in range(len(inputs))]
     cached = [outcome.cached[i] for i in range(len(inputs))]
     summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started)
     save_run_record(
-        params.output,
-        "cache",
-        redacted(params),
-        summary,
-        storage,
-        tokenizer_fingerprint=job.tokenizer_fingerprint,
-        chunks=[r.model_dump() for r in results],
+        params.output, "cache", redacted(params), summary, storage, tokenizer_fingerprint=job.tokenizer_fingerprint
     )
+    committer.commit(results)
     logger.info("cache done: %s", summary)
     return {"summary": summary, "chunks": [r.model_dump() for r in results], "cached": cached}

@@ -19,7 +19,9 @@ class ChunkOutcome:
     failures: dict[int, str] = field(default_factory=dict)
 
 
-def collect(futures: list[PrefectFuture], names: list[str], on_done: Callable[[], None] | None = None) -> ChunkOutcome:
+def collect(
+    futures: list[PrefectFuture], names: list[str], on_done: Callable[[int, object], None] | None = None
+) -> ChunkOutcome:
     """Wait for every future; keep results, whether each was a cache hit, and failure messages."""
     index = {id(f): i for i, f in enumerate(futures)}
     outcome = ChunkOutcome()
@@ -33,7 +35,7 @@ def collect(futures: list[PrefectFuture], names: list[str], on_done: Callable[[]
         else:
             outcome.failures[i] = _reason(future)
         if on_done:
-            on_done()
+            on_done(i, outcome.results.get(i))
     return outcome
 
 

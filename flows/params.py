@@ -92,6 +92,7 @@ class ExportParams(BaseModel):
     seed: int = 0
     process_func: str | None = Field(None, description="'module:function' applied to each row")
     on_error: Literal["skip", "raise"] = "skip"
+    overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
 
 
@@ -113,6 +114,7 @@ class CacheParams(BaseModel):
     overflow: Literal["drop", "truncate"] = "drop"
     on_error: Literal["skip", "raise"] = "skip"
     batch_size: int = Field(1024, gt=0)
+    overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
 
     @field_validator("processor")

@@ -6,8 +6,8 @@ from prefect import task
 from prefect.logging import get_run_logger
 
 from pipeline_core.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
-from pipeline_core.io.cache import CacheOptions, cache_file
-from pipeline_core.io.hashing import file_digest
+from pipeline_core.io.cache import CacheOptions, cache_file, output_names
+from pipeline_core.io.hashing import FileDigest, file_digest, matches
 from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
 from tasks.retry import retry_on_transient
@@ -23,9 +23,17 @@ from tasks.retry import retry_on_transient
     retry_jitter_factor=0.5,
     retry_condition_fn=retry_on_transient,
 )
-def cache_chunk(job: CacheJob, chunk: ChunkDigest, storage_options: dict | None = None) -> ChunkResult:
+def cache_chunk(
+    job: CacheJob, chunk: ChunkDigest, storage_options: dict | None = None, committed: dict | None = None
+) -> ChunkResult:
+    """``committed``: this output's manifest entry from an earlier run, reused when it still verifies."""
+    if committed and _still_valid(committed, job, chunk, storage_options):
+        get_run_logger().info("%s: resumed from the manifest, not recomputed", committed["output_url"])
+        return ChunkResult.model_validate(committed)
     processor = build_processor(ProcessorSpec(**job.processor), load_tokenizer(TokenizerSpec(**job.tokenizer)))
-    options = CacheOptions(job.pack_size, job.pad_value, job.on_error, job.batch_size)
+    options = CacheOptions(
+        pack_size=job.pack_size, pad_value=job.pad_value, on_error=job.on_error, batch_size=job.batch_size
+    )
     stats = cache_file(chunk.url, job.output_dir, processor, options, storage_options)
     if stats.source_sha256 != chunk.sha256:
         raise RuntimeError(
@@ -36,6 +44,13 @@ def cache_chunk(job: CacheJob, chunk: ChunkDigest, storage_options: dict | None 
         "%s: %d samples, %d skipped, %.1fs", stats.output_url, stats.samples_written, stats.rows_skipped, stats.seconds
     )
     return ChunkResult(sha256=written.sha256, size=written.size, **_counts(stats))
+
+
+def _still_valid(committed: dict, job: CacheJob, chunk: ChunkDigest, storage_options: dict | None) -> bool:
+    expected_url, _ = output_names(chunk.url, job.output_dir)
+    if committed.get("source_sha256") != chunk.sha256 or committed.get("output_url") != expected_url:
+        return False
+    return matches(expected_url, FileDigest(committed["sha256"], committed["size"]), storage_options)
 
 
 def _counts(stats) -> dict:

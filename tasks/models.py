@@ -22,21 +22,22 @@ class CacheJob(BaseModel):
     batch_size: int = 1024
     endpoint: str | None = None  # part of the output's identity; credentials are not
 
-    def key_material(self, source_sha256: str, output_url: str) -> dict:
-        """What the output depends on: content, tokenizer, settings, destination, format."""
+    def settings(self) -> dict:
+        """What every output of the run depends on besides its input: tokenizer, settings, format."""
         from pipeline_core.version import FORMAT_VERSION
 
         return {
-            "source_sha256": source_sha256,
             "tokenizer": self.tokenizer_fingerprint,
             "processor": self.processor,
             "pack_size": self.pack_size,
             "pad_value": self.pad_value,
             "on_error": self.on_error,
-            "output_url": output_url,
-            "endpoint": self.endpoint,
             "format_version": FORMAT_VERSION,
         }
+
+    def key_material(self, source_sha256: str, output_url: str) -> dict:
+        """What one output depends on: its input's content, the settings and its destination."""
+        return {**self.settings(), "source_sha256": source_sha256, "output_url": output_url, "endpoint": self.endpoint}
 
 
 class ChunkDigest(BaseModel):

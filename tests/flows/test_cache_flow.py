@@ -78,7 +78,24 @@ def test_new_settings_or_tokenizer_recompute_all(gpt2_path, c4_chunks, tmp_path,
     )
     if "tokenizer_bos" in change:
         p.tokenizer.bos_token = change["tokenizer_bos"]
+    refused = cache_flow(p, return_state=True)  # other settings into the same folder: refused
+    assert refused.is_failed()
+    with pytest.raises(Exception, match="other settings.*overwrite"):
+        refused.result()
+    p.overwrite = True
     assert cache_flow(p)["cached"] == [False, False, False]
+
+
+def test_manifest_resumes_when_prefect_results_are_gone(gpt2_path, c4_chunks, tmp_path):
+    p = params(gpt2_path, c4_chunks, tmp_path / "out")
+    cache_flow(p)
+    before = mtimes(tmp_path / "out")
+    shutil.rmtree(tmp_path / "out" / ".h5pipe")  # the Prefect cache is lost; the manifest is not
+    again = cache_flow(p)
+    assert again["cached"] == [False, False, False]  # tasks ran ...
+    assert mtimes(tmp_path / "out") == before  # ... but rewrote nothing: verified manifest entries
+    manifest = json.loads((tmp_path / "out" / "h5pipe-manifest.json").read_text())
+    assert sorted(manifest["entries"]) == ["train_chunk_0.h5", "train_chunk_1.h5", "train_chunk_2.h5"]
 
 
 def test_deleted_or_truncated_output_is_rebuilt(gpt2_path, c4_chunks, tmp_path):

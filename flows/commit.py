@@ -1,0 +1,46 @@
+"""The flows' side of the manifest: refuse config drift, remember finished chunks, commit last."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline_core.io.manifest import Manifest, ManifestEntry, open_for_run, save_manifest
+
+
+@dataclass
+class Committer:
+    output_dir: str
+    manifest: Manifest
+    storage_options: dict
+
+    @classmethod
+    def open(cls, output_dir: str, stage: str, config_hash: str, overwrite: bool, storage_options: dict) -> Committer:
+        return cls(
+            output_dir, open_for_run(output_dir, stage, config_hash, overwrite, storage_options), storage_options
+        )
+
+    def previous(self, name: str) -> dict | None:
+        """The descriptor an earlier run committed for ``name`` (the task re-verifies it)."""
+        entry = self.manifest.entries.get(name)
+        return entry.extra.get("result") if entry else None
+
+    def record(self, result) -> None:
+        """Add one finished output and rewrite the manifest (atomically)."""
+        name = result.output_url.rsplit("/", 1)[-1]
+        self.manifest.entries[name] = ManifestEntry(
+            name=name,
+            sha256=result.sha256,
+            size=result.size,
+            source_sha256=getattr(result, "source_sha256", ""),
+            rows=getattr(result, "rows_read", getattr(result, "rows_in", 0)),
+            samples=getattr(result, "samples_written", getattr(result, "rows_out", 0)),
+            tokens=getattr(result, "tokens_written", 0),
+            extra={"result": result.model_dump()},
+        )
+        save_manifest(self.output_dir, self.manifest, self.storage_options)
+
+    def commit(self, results: list) -> None:
+        """The final write: exactly this run's outputs, after everything else."""
+        names = {r.output_url.rsplit("/", 1)[-1] for r in results}
+        self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if k in names}
+        save_manifest(self.output_dir, self.manifest, self.storage_options)
