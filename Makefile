@@ -22,7 +22,7 @@ $(DEV_STAMP): $(STAMP)
 	touch $@
 
 run: $(STAMP)
-	$(BIN)/h5pipe sample --output out/sample
+	$(BIN)/h5pipe sample --output out/sample   # writes the sample, trains a tokenizer, runs `h5pipe run out/sample/run.yaml`
 
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q

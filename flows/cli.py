@@ -7,11 +7,16 @@ Exit codes: 0 success, 1 a failed run, 2 a bad config or bad arguments.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+# Prefect's temporary server (used when PREFECT_API_URL is unset) can take longer than its default
+# 20 s to start on a busy 2-core machine; give it more room unless the user chose a value.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="h5pipe: raw LLM training data -> training-ready HDF5."
@@ -168,6 +173,9 @@ def sample(
     typer.echo(f"sample written: {config}")
     if run_it:
         run(config, [])
+        for folder, pattern in (("jsonl", "*.jsonl"), ("h5", "*.h5")):
+            files = sorted((output / folder).glob(pattern))
+            typer.echo(f"wrote {len(files)} file(s) in {output / folder}: {', '.join(f.name for f in files)}")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -22,13 +22,10 @@ def cache_chunk_key(context, parameters: dict) -> str:
 def export_chunk_key(context, parameters: dict) -> str:
     """Prefect ``cache_key_fn`` of export_chunk: dataset fingerprint + chunking + process_func source."""
     job, index = parameters["job"], parameters["index"]
-    material = {
-        "source": job.source_fingerprint,
-        "index": index,
-        "chunk_size": job.chunk_size,
-        "process_func": job.process_func_hash,
-        "prefix": job.prefix,
-        "output_dir": job.output_dir,
-        "on_error": job.on_error,
-    }
+    material = {**job.settings(), "source": job.source_fingerprint, "index": index, "output_dir": job.output_dir}
     return "export-" + digest(material)
+
+
+def export_stream_key(context, parameters: dict) -> str:
+    job = parameters["job"]
+    return "export-stream-" + digest({**job.settings(), "source": job.source_fingerprint, "output_dir": job.output_dir})

@@ -67,6 +67,8 @@ class ChunkResult(BaseModel):
 
 
 class ExportJob(BaseModel):
+    """One export run's settings, in plain data (the source is reopened where the task runs)."""
+
     source: str
     output_dir: str
     prefix: str = "train"
@@ -79,14 +81,33 @@ class ExportJob(BaseModel):
     source_fingerprint: str = ""
     process_func_hash: str = ""
 
+    def source_options(self) -> dict:
+        return {"split": self.split, "streaming": self.streaming, "seed": self.seed}
 
-class ExportResult(BaseModel):
+    def settings(self) -> dict:
+        """What shapes every chunk besides the data itself (a new dataset version is not drift)."""
+        return {
+            "prefix": self.prefix,
+            "chunk_size": self.chunk_size,
+            "split": self.split,
+            "seed": self.seed,
+            "process_func": self.process_func_hash,
+            "on_error": self.on_error,
+        }
+
+
+class ExportChunkResult(BaseModel):
+    """Descriptor of one written JSONL chunk."""
+
     index: int
     output_url: str
     rows_in: int
     rows_out: int
     rows_filtered: int = 0
-    rows_skipped: int = 0
+    rows_failed: int = 0
+    failed: dict[str, int] = Field(default_factory=dict)
+    errors_url: str | None = None
+    dataset_rows: dict[str, int] = Field(default_factory=dict)
     sha256: str
     size: int
     seconds: float = 0.0

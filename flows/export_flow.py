@@ -1,0 +1,148 @@
+"""export_flow: a dataset -> JSONL chunks, one mapped task per chunk, cached on the data."""
+
+from __future__ import annotations
+
+import time
+
+from prefect import flow, unmapped
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.logging import get_run_logger
+
+from flows.chunks import collect, raise_failures
+from flows.commit import Committer
+from flows.params import ExportParams, redacted
+from flows.reporting import Progress, summary_markdown
+from flows.run_record import save_run_record
+from flows.storage import result_storage_for
+from pipeline_core.io.export import chunk_count
+from pipeline_core.io.fs import url_to_fs
+from pipeline_core.io.hashing import FileDigest, matches
+from pipeline_core.process_func import load_process_func, source_hash
+from tasks.export import export_chunk_task, export_stream_task
+from tasks.keys import digest
+from tasks.models import ExportChunkResult, ExportJob
+from tasks.retry import backoff_delays
+
+
+def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, object]:
+    job = ExportJob(
+        source=params.source,
+        output_dir=params.output,
+        prefix=params.prefix,
+        chunk_size=params.chunk_size,
+        split=params.split,
+        streaming=params.streaming,
+        seed=params.seed,
+        process_func=params.process_func,
+        on_error=params.on_error,
+        process_func_hash=source_hash(load_process_func(params.process_func)),
+    )
+    from pipeline_core.sources import open_source
+
+    source = open_source(
+        params.source, split=params.split, streaming=params.streaming, seed=params.seed, storage_options=storage or None
+    )
+    job.source_fingerprint = source.fingerprint
+    return job, source
+
+
+def export_totals(results: list[ExportChunkResult], cached: list[bool], source) -> dict:
+    failed: dict[str, int] = {}
+    datasets: dict[str, int] = {}
+    for r in results:
+        for k, v in r.failed.items():
+            failed[k] = failed.get(k, 0) + v
+        for k, v in r.dataset_rows.items():
+            datasets[k] = datasets.get(k, 0) + v
+    return {
+        "chunks": len(results),
+        "cached_chunks": sum(cached),
+        "rows_in": sum(r.rows_in for r in results),
+        "rows_out": sum(r.rows_out for r in results),
+        "rows_filtered": sum(r.rows_filtered for r in results),
+        "rows_failed": sum(r.rows_failed for r in results),
+        "failed_by_reason": dict(sorted(failed.items())),
+        "rows_by_dataset": dict(sorted(datasets.items())),
+        "datasets": {name: _dataset_counts(counts, datasets, results) for name, counts in source.summary().items()},
+    }
+
+
+def _dataset_counts(counts, rows_read: dict[str, int], results: list[ExportChunkResult]) -> dict:
+    """The source's planned counts, with what the chunks actually read filled in."""
+    d = counts.to_dict()
+    d["rows_read"] = rows_read.get(counts.name, 0)
+    d.pop("rows_failed", None)  # per-dataset failures are in the chunks' errors files
+    return d
+
+
+def _valid(r: ExportChunkResult, storage: dict) -> bool:
+    return matches(r.output_url, FileDigest(r.sha256, r.size), storage)
+
+
+@flow(name="h5pipe-export", validate_parameters=True)
+def export_flow(params: ExportParams) -> dict:
+    started = time.perf_counter()
+    logger = get_run_logger()
+    storage = params.run.storage.to_fsspec()
+    job, source = make_export_job(params, storage)
+    fs, root = url_to_fs(params.output, storage)
+    fs.makedirs(root, exist_ok=True)
+    committer = Committer.open(params.output, "export", digest(job.settings()), params.overwrite, storage)
+    options = dict(
+        result_storage=result_storage_for(params.output, storage, params.run.result_storage),
+        retries=params.run.retries,
+        retry_delay_seconds=backoff_delays(params.run.retries, params.run.retry_delay),
+    )
+    if source.num_rows is None:
+        results, cached = _run_stream(job, storage, options)
+        for r in results:
+            committer.record(r)
+    else:
+        results, cached = _run_mapped(job, storage, options, chunk_count(source.num_rows, params.chunk_size), committer)
+    summary = export_totals(results, cached, source)
+    summary["seconds"] = round(time.perf_counter() - started, 3)
+    create_table_artifact(
+        table=[r.model_dump(exclude={"dataset_rows", "failed"}) for r in results], key="h5pipe-export-chunks"
+    )
+    create_markdown_artifact(markdown=summary_markdown("export", summary, params.output), key="h5pipe-export-summary")
+    save_run_record(
+        params.output, "export", redacted(params), summary, storage, source_fingerprint=job.source_fingerprint
+    )
+    committer.commit(results)
+    logger.info("export done: %s", summary)
+    return {
+        "summary": summary,
+        "chunks": [r.model_dump() for r in results],
+        "cached": cached,
+        "urls": [r.output_url for r in results],
+    }
+
+
+def _run_mapped(job: ExportJob, storage: dict, options: dict, n: int, committer: Committer):
+    task = export_chunk_task.with_options(**options)
+    names = [f"{job.prefix}_chunk_{i}" for i in range(n)]
+    futures = task.map(unmapped(job), list(range(n)), unmapped(storage))
+    progress = Progress(n, "h5pipe-export-progress", f"chunks exported to {job.output_dir}")
+
+    def finished(i: int, result: ExportChunkResult | None) -> None:
+        progress.advance()
+        if result is not None:
+            committer.record(result)
+
+    outcome = collect(futures, names, finished)
+    raise_failures(outcome, names)
+    for i in [i for i, hit in outcome.cached.items() if hit]:
+        if not _valid(outcome.results[i], storage):
+            outcome.results[i] = task.with_options(refresh_cache=True).submit(job, i, storage).result()
+            outcome.cached[i] = False
+    return [outcome.results[i] for i in range(n)], [outcome.cached[i] for i in range(n)]
+
+
+def _run_stream(job: ExportJob, storage: dict, options: dict):
+    task = export_stream_task.with_options(**options)
+    state = task(job, storage, return_state=True)
+    results = state.result()
+    hit = state.name == "Cached"
+    if hit and not all(_valid(r, storage) for r in results):
+        results, hit = task.with_options(refresh_cache=True)(job, storage), False
+    return results, [hit] * len(results)
