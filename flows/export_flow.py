@@ -39,8 +39,13 @@ def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, obj
     )
     from pipeline_core.sources import open_source
 
+    # a copy: datasets.load_dataset adds keys to the storage_options it is given
     source = open_source(
-        params.source, split=params.split, streaming=params.streaming, seed=params.seed, storage_options=storage or None
+        params.source,
+        split=params.split,
+        streaming=params.streaming,
+        seed=params.seed,
+        storage_options=dict(storage) or None,
     )
     job.source_fingerprint = source.fingerprint
     return job, source
