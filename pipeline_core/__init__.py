@@ -6,6 +6,7 @@ functions; the ``tasks`` and ``flows`` packages add orchestration on top.
 
 from pipeline_core.errors import BadRowError, ConfigError, RowError
 from pipeline_core.io import (
+    CacheOptions,
     CacheStats,
     ExportStats,
     IOHandler,
@@ -16,6 +17,7 @@ from pipeline_core.io import (
     fetch_files,
     fetch_folders,
     load_h5,
+    merge_megatron,
     read_attrs,
     save_h5,
 )
@@ -33,10 +35,12 @@ __all__ = [
     "AlpacaStrategy",
     "AutoTokenizer",
     "BadRowError",
+    "CacheOptions",
     "CacheStats",
     "ChatMLStrategy",
     "ConfigError",
     "ExportStats",
+    "H5Dataset",
     "IOHandler",
     "ProcessedBatch",
     "Processor",
@@ -54,6 +58,16 @@ __all__ = [
     "fetch_files",
     "fetch_folders",
     "load_h5",
+    "merge_megatron",
     "read_attrs",
     "save_h5",
 ]
+
+
+def __getattr__(name: str):
+    # H5Dataset imports torch: load it on first use, not with the package.
+    if name == "H5Dataset":
+        from pipeline_core.dataset import H5Dataset
+
+        return H5Dataset
+    raise AttributeError(f"module 'pipeline_core' has no attribute {name!r}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from itertools import chain
 from typing import Protocol
 
 import numpy as np
@@ -58,9 +59,7 @@ class TokenizersBackend:
         id_lists = [e.ids for e in encodings]
         lengths = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
         offsets = offsets_from_lengths(lengths)
-        values = np.fromiter(
-            (i for ids in id_lists for i in ids), dtype=np.int32, count=int(offsets[-1])
-        )
+        values = np.fromiter(chain.from_iterable(id_lists), dtype=np.int32, count=int(offsets[-1]))
         return Ragged(values, offsets)
 
 
@@ -71,28 +70,29 @@ def create_backend(tokenizer_json: str, backend: str = "auto") -> EncodeBackend:
     return build(tokenizer_json)
 
 
-def _checked_gigatoken(tokenizer_json: str, reference: EncodeBackend) -> GigatokenBackend:
-    """gigatoken, verified against ``reference`` on the probe set; GigatokenUnavailable if unusable."""
-    candidate = GigatokenBackend(tokenizer_json)
+def _forced_gigatoken(tokenizer_json: str) -> EncodeBackend:
+    candidate = GigatokenBackend(tokenizer_json)  # a tokenizer gigatoken cannot load fails here, first
+    return _verified(candidate, TokenizersBackend(tokenizer_json), tokenizer_json)
+
+
+def _auto(tokenizer_json: str) -> EncodeBackend:
+    try:
+        candidate = GigatokenBackend(tokenizer_json)
+        return _verified(candidate, TokenizersBackend(tokenizer_json), tokenizer_json)
+    except GigatokenUnavailable as err:
+        warnings.warn(f"{err.reason}; using the slower tokenizers backend", stacklevel=3)
+        fallback = TokenizersBackend(tokenizer_json)
+        fallback.fallback_reason = err.reason
+        return fallback
+
+
+def _verified(candidate: GigatokenBackend, reference: EncodeBackend, tokenizer_json: str) -> GigatokenBackend:
+    """``candidate`` marked verified if it matches ``reference`` on the probe set, else GigatokenMismatch."""
     mismatch = verify_backend(candidate, reference, probe_texts(tokenizer_json))
     if mismatch is not None:
         raise GigatokenMismatch(mismatch)
     candidate.verified = True
     return candidate
-
-
-def _forced_gigatoken(tokenizer_json: str) -> EncodeBackend:
-    return _checked_gigatoken(tokenizer_json, TokenizersBackend(tokenizer_json))
-
-
-def _auto(tokenizer_json: str) -> EncodeBackend:
-    reference = TokenizersBackend(tokenizer_json)
-    try:
-        return _checked_gigatoken(tokenizer_json, reference)
-    except GigatokenUnavailable as err:
-        warnings.warn(f"{err.reason}; using the slower tokenizers backend", stacklevel=3)
-        reference.fallback_reason = err.reason
-        return reference
 
 
 _BUILDERS: dict[str, Callable[[str], EncodeBackend]] = {

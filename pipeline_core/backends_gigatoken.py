@@ -7,7 +7,7 @@ their strings as ordinary text. We make the two agree by loading gigatoken from 
 tokenizer.json whose ``added_tokens`` list holds only the non-special entries: gigatoken then
 has nothing to split a special string on, and its pre-tokenizer and BPE treat it as text,
 exactly as `tokenizers` does. This keeps every text on the fast path (no per-text scan, no
-second encoder); the special tokens stay in the model vocabulary, so no id changes. The probe
+second encoder); no other token or id changes, since the model vocabulary is left as it is. The probe
 set (probe.py) encodes each special string alone, glued to words and repeated to check this
 on each tokenizer at load time.
 
@@ -27,10 +27,12 @@ import numpy as np
 
 from pipeline_core.errors import ConfigError
 from pipeline_core.probe import Mismatch
-from pipeline_core.ragged import Ragged
+from pipeline_core.ragged import Ragged, offsets_from_lengths
 
-# Rebuild gigatoken after this much input. A rebuild costs one tokenizer load (~0.3 s for
-# GPT-2); at this interval that is ~1% of encode time and bounds the cache (bench numbers).
+# Rebuild gigatoken after this much input. Measured with GPT-2 on 2 cores (bench/backend_memory.py):
+# text full of new words grows RSS ~2.8 MB per MB encoded without a bound (1.8 GB after 600 MB);
+# with this interval it stays under ~1 GB. A rebuild costs ~0.3 s of loading plus re-warming the
+# cache, ~0.4 s in all: a few percent of the time to encode 200M characters.
 DEFAULT_RESET_EVERY_CHARS = 200_000_000
 
 
@@ -78,6 +80,15 @@ class GigatokenBackend:
         self._chars_since_reset += sum(map(len, texts))
         return ragged_from_awkward(rows)
 
+    def __getstate__(self) -> dict:
+        # The gigatoken tokenizer is a Rust object that cannot be pickled (dask, spawn, Prefect
+        # input hashing pickle the AutoTokenizer holding this backend): rebuild it from the JSON.
+        return {**self.__dict__, "_tok": None, "_chars_since_reset": 0}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._tok = load_gigatoken(self._json)
+
     def _bound_cache(self) -> None:
         if self._reset_every is None or self._chars_since_reset < self._reset_every:
             return
@@ -113,14 +124,21 @@ def ragged_from_awkward(rows) -> Ragged:
     """gigatoken's awkward rows as a Ragged, sharing its buffers (no per-token Python work)."""
     layout = rows.layout
     if type(layout).__name__ != "ListOffsetArray" or type(layout.content).__name__ != "NumpyArray":
-        import awkward as ak
-
-        layout = ak.to_packed(rows).layout  # any other list layout, re-laid as offsets + buffer
+        return _ragged_from_any_awkward(rows)
     offsets = np.asarray(layout.offsets.data, dtype=np.int64)
     values = np.asarray(layout.content.data)[offsets[0] : offsets[-1]]
     if offsets[0]:
         offsets = offsets - offsets[0]
     return Ragged(_as_int32(values), offsets)
+
+
+def _ragged_from_any_awkward(rows) -> Ragged:
+    """Any other 2-level layout (reordered, empty...): still vectorised, but copies."""
+    import awkward as ak
+
+    lengths = ak.to_numpy(ak.num(rows, axis=1)).astype(np.int64)
+    values = ak.to_numpy(ak.flatten(rows, axis=1))
+    return Ragged(_as_int32(values), offsets_from_lengths(lengths))
 
 
 def _as_int32(values: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from pipeline_core.errors import ConfigError
+from pipeline_core.ragged import gather_index, offsets_from_lengths
 
 Overflow = Literal["drop", "truncate", "raise"]
 Groups = Sequence[Mapping[str, str]]  # per document: output key -> sample key
@@ -39,10 +40,9 @@ DPO_GROUPS: Groups = (
 
 
 def position_ids_from_lengths(lengths: np.ndarray) -> np.ndarray:
-    """``[0..l0-1, 0..l1-1, ...]`` as int32, vectorised: one arange shifted per document."""
+    """``[0..l0-1, 0..l1-1, ...]`` as int32, vectorised: every document's slice starts at 0."""
     lengths = np.asarray(lengths, dtype=np.int64)
-    starts = np.cumsum(lengths) - lengths
-    return (np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)).astype(np.int32)
+    return gather_index(np.zeros(lengths.size, dtype=np.int64), lengths).astype(np.int32)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -287,7 +287,7 @@ def _assemble(bins: list[list[_Item]], dtypes: dict[str, np.dtype], pack_size: i
     used = np.array([sum(it.length for it in b) for b in bins], dtype=np.int64)
     doc_lengths = np.array([n for it in items for n in it.doc_lengths], dtype=np.int64)
     docs_per_pack = np.array([sum(len(it.doc_lengths) for it in b) for b in bins], dtype=np.int64)
-    slots = position_ids_from_lengths(used) + np.repeat(np.arange(len(bins)) * pack_size, used)
+    slots = gather_index(np.arange(len(bins), dtype=np.int64) * pack_size, used)
     shape = (len(bins), pack_size)
     arrays = {k: _scatter(shape, slots, [it.arrays[k] for it in items], dtype, pads[k]) for k, dtype in dtypes.items()}
     positions = _scatter(shape, slots, [position_ids_from_lengths(doc_lengths)], np.int32, 0)
@@ -305,11 +305,11 @@ def _scatter(shape, slots: np.ndarray, parts: list[np.ndarray], dtype, pad) -> n
 
 def _cu_seqlens(doc_lengths: np.ndarray, docs_per_pack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per pack ``[0, end of doc 1, end of doc 2, ...]``, flat, plus offsets into it."""
-    cu_offsets = np.zeros(docs_per_pack.size + 1, dtype=np.int64)
-    np.cumsum(docs_per_pack + 1, out=cu_offsets[1:])
-    ends = np.cumsum(doc_lengths)
-    first_doc = np.cumsum(docs_per_pack) - docs_per_pack
-    base = np.repeat(np.concatenate([[0], ends])[first_doc], docs_per_pack)
+    cu_offsets = offsets_from_lengths(docs_per_pack + 1)
+    doc_offsets = offsets_from_lengths(doc_lengths)
+    ends = doc_offsets[1:]
+    first_doc = offsets_from_lengths(docs_per_pack)[:-1]
+    base = np.repeat(doc_offsets[first_doc], docs_per_pack)
     cu_seqlens = np.zeros(int(cu_offsets[-1]), dtype=np.int32)
     is_end = np.ones(cu_seqlens.size, dtype=bool)
     is_end[cu_offsets[:-1]] = False

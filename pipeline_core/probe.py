@@ -24,7 +24,7 @@ BUILTIN_PROBES: tuple[str, ...] = (
     "Hello, world! The quick brown fox jumps over the lazy dog.",
     "don't I'll we've THEY'RE it's  'quoted'  ''",
     "def f(x):\n    return {'a': [x ** 2, x // 3]}  # comment\n\n\nclass A:\n\tpass\n",
-    "int main(void) { for (int i = 0; i < 10; ++i) printf(\"%d\\n\", i); return 0; }",
+    'int main(void) { for (int i = 0; i < 10; ++i) printf("%d\\n", i); return 0; }',
     " " * 64 + "x" + " " * 33 + "y   \n\n\n    z" + " " * 7,
     "a\tb\t\tc\n\nd\r\ne\x0bf\x0cg\u2028h\u00a0i\u3000j",
     "\n" * 12 + "\t" * 9 + " \n \n",
@@ -73,7 +73,7 @@ class Mismatch:
 def preview(text: str, limit: int = 80) -> str:
     """repr(text), cut to ``limit`` characters with a marker when longer."""
     shown = repr(text)
-    return shown if len(shown) <= limit else shown[: limit - 5] + "...'"
+    return shown if len(shown) <= limit else shown[: limit - 4] + "...'"
 
 
 def added_token_strings(tokenizer_json: str) -> list[str]:

@@ -5,6 +5,7 @@ from pipeline_core.io.export import chunk_count, chunk_name, export_chunk, expor
 from pipeline_core.io.fs import fetch_files, fetch_folders
 from pipeline_core.io.h5 import load_h5, read_attrs, save_h5
 from pipeline_core.io.handler import IOHandler
+from pipeline_core.io.megatron_out import merge_megatron
 from pipeline_core.io.results import CacheStats, ExportStats
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "fetch_folders",
     "list_inputs",
     "load_h5",
+    "merge_megatron",
     "output_names",
     "read_attrs",
     "save_h5",

@@ -1,26 +1,44 @@
 """The cache stage: JSONL chunk -> tokenized (optionally packed) HDF5, one output per input.
 
 Streaming: the input is read, processed and written batch by batch, so memory is bounded by the
-batch size and one pack, not by the chunk. Bad rows are quarantined or raised per ``on_error``;
-``rows_read = samples_written + rows_skipped`` always holds and is stored in the file.
+batch size and the packer's buffer, not by the chunk. Bad rows are quarantined or raised per
+``on_error``; ``rows_read = samples_written + rows_skipped`` always holds and is stored in the file.
+
+Options beyond tokenizing (all recorded in the attributes):
+
+- ``output_format``: ``hdf5``, ``megatron`` (``{stem}_{key}_document.bin/.idx``, see
+  ``megatron_out``) or ``both``;
+- ``packing`` with ``pack_size > 0``: ``concat`` (streaming, the default) or ``bfd`` (whole
+  samples, DPO pairs in one pack, over ``bfd_window`` samples); packed files also hold
+  ``position_ids`` and ``cu_seqlens`` (see ``h5_sink``);
+- ``split_sentences`` (pt only): documents become sentence items (see ``sentences``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
+from functools import partial
+from typing import Literal, get_args
 
 from pipeline_core.errors import ConfigError
+from pipeline_core.io.chunk_writer import ChunkWriter
 from pipeline_core.io.errors_log import ErrorLog
 from pipeline_core.io.fs import fetch_files, join_url, local_staging, url_to_fs
 from pipeline_core.io.h5 import H5Writer
+from pipeline_core.io.h5_sink import H5Sink
 from pipeline_core.io.jsonl import JsonlReader
+from pipeline_core.io.keys import KeyLayout
+from pipeline_core.io.megatron_out import MegatronSink
+from pipeline_core.io.pack_stage import Packing, PackStage, fit_batch, make_pack_stage
 from pipeline_core.io.results import CacheStats
-from pipeline_core.packing import SequencePacker
-from pipeline_core.processors.base import ProcessedBatch, Processor
+from pipeline_core.processors.base import Processor
+from pipeline_core.sentences import SentenceProcessor
 from pipeline_core.version import FORMAT_VERSION
 
 BATCH_SIZE = 1024
+OutputFormat = Literal["hdf5", "megatron", "both"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,12 +47,51 @@ class CacheOptions:
     pad_value: int | None = None
     on_error: str = "skip"
     batch_size: int = BATCH_SIZE
+    output_format: OutputFormat = "hdf5"
+    packing: Packing = "concat"
+    bfd_window: int = 1000  # samples sorted and placed together by bfd; memory grows with it
+    split_sentences: bool = False
+    sentence_splitter: str = "blingfire"
+
+    def __post_init__(self) -> None:
+        _choice("output_format", self.output_format, get_args(OutputFormat))
+        _choice("packing", self.packing, get_args(Packing))
+        if self.bfd_window <= 0:
+            raise ConfigError(f"bfd_window must be positive, got {self.bfd_window}; 1000 is a good default")
+        if self.packed and self.output_format == "megatron":
+            raise ConfigError(
+                "packing applies to the HDF5 output and Megatron builds its own samples at load time: "
+                "use output_format='both' or pack_size=0"
+            )
+        if self.packed and self.split_sentences:
+            raise ConfigError("sentence items are not packed: use split_sentences=False or pack_size=0")
+
+    @property
+    def packed(self) -> bool:
+        return self.pack_size > 0
+
+    @property
+    def writes_hdf5(self) -> bool:
+        return self.output_format in ("hdf5", "both")
+
+    @property
+    def writes_megatron(self) -> bool:
+        return self.output_format in ("megatron", "both")
+
+
+def _choice(name: str, value, choices: tuple) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} is unknown; choose one of {', '.join(map(repr, choices))}")
+
+
+def output_stem(input_url: str) -> str:
+    name = str(input_url).rstrip("/").rsplit("/", 1)[-1]
+    return name[: -len(".jsonl")] if name.endswith(".jsonl") else name.rsplit(".", 1)[0]
 
 
 def output_names(input_url: str, output_dir: str) -> tuple[str, str]:
     """(HDF5 URL, errors URL) for an input: ``train_chunk_0.jsonl`` -> ``train_chunk_0.h5``."""
-    name = str(input_url).rstrip("/").rsplit("/", 1)[-1]
-    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name.rsplit(".", 1)[0]
+    stem = output_stem(input_url)
     return join_url(output_dir, f"{stem}.h5"), join_url(output_dir, f"{stem}.errors.jsonl")
 
 
@@ -46,42 +103,41 @@ def resolve_pad_value(processor: Processor, pack_size: int, pad_value: int | Non
     raise ConfigError("packing needs a pad value: pass pad_value=... or load the tokenizer with pad_token=...")
 
 
-def make_packer(processor: Processor, options: CacheOptions) -> SequencePacker | None:
-    if options.pack_size <= 0:
+def make_packer(processor: Processor, options: CacheOptions, layout: KeyLayout | None = None) -> PackStage | None:
+    if not options.packed:
         return None
-    if len(processor.groups) > 1:
-        raise ConfigError(
-            f"the {processor.type!r} processor writes {len(processor.groups)} sequence groups "
-            f"({', '.join(processor.groups)}); streaming-concat packing would separate them: use pack_size=0"
+    pad = resolve_pad_value(processor, options.pack_size, options.pad_value)
+    layout = layout or KeyLayout.of(processor)
+    return make_pack_stage(layout, options.packing, options.pack_size, pad, options.bfd_window)
+
+
+def open_chunk(
+    h5_path: str | None,
+    input_url: str,
+    output_dir: str,
+    processor: Processor,
+    options: CacheOptions,
+    stats: CacheStats,
+    storage_options: dict | None = None,
+) -> ChunkWriter:
+    """The chunk's outputs: an H5Sink at ``h5_path`` (None: no HDF5) and/or a MegatronSink."""
+    layout = KeyLayout.of(processor)
+    packer = make_packer(processor, options, layout)
+    h5 = H5Sink(H5Writer(h5_path), layout, packer, h5_path + ".deferred") if h5_path else None
+    megatron = None
+    if options.writes_megatron:
+        stem, vocab = output_stem(input_url), processor.tokenizer.vocab_size
+        megatron = MegatronSink(output_dir, stem, layout, vocab, storage_options)
+    fit = None
+    if packer is not None:
+        fit = partial(
+            fit_batch,
+            layout=layout,
+            pack_size=options.pack_size,
+            overflow=processor.overflow,
+            whole_samples=packer.whole_samples,
         )
-    return SequencePacker(options.pack_size, resolve_pad_value(processor, options.pack_size, options.pad_value))
-
-
-class _ChunkWriter:
-    """Writes processed batches (packed or not) to an H5Writer and keeps the counts."""
-
-    def __init__(self, writer: H5Writer, processor: Processor, packer: SequencePacker | None, stats: CacheStats):
-        self.writer, self.processor, self.packer, self.stats = writer, processor, packer, stats
-
-    def write(self, batch: ProcessedBatch) -> None:
-        self.stats.samples_written += batch.n_samples
-        self.stats.rows_truncated += batch.truncated
-        for length_key in self.processor.groups:
-            self.stats.tokens_written += int(batch.samples[length_key].offsets[-1])
-        if self.packer is None:
-            for key, ragged in batch.samples.items():
-                self.writer.append_ragged(key, ragged)
-        else:
-            self._write_packs(self.packer.add(batch.samples))
-
-    def finish(self) -> None:
-        if self.packer is not None:
-            self._write_packs(self.packer.flush())
-            self.stats.packs, self.stats.pad_tokens = self.packer.packs, self.packer.pad_tokens
-
-    def _write_packs(self, packs: dict) -> None:
-        for key, rows in packs.items():
-            self.writer.append_fixed(key, rows)
+    return ChunkWriter(layout, stats, h5, megatron, fit)
 
 
 def cache_file(
@@ -91,37 +147,49 @@ def cache_file(
     options: CacheOptions = CacheOptions(),
     storage_options: dict | None = None,
 ) -> CacheStats:
-    """Tokenize one JSONL file into ``{stem}.h5`` (plus ``{stem}.errors.jsonl`` when rows were skipped)."""
+    """Tokenize one JSONL file into ``{stem}.h5`` (plus ``{stem}.errors.jsonl`` when rows were skipped,
+    and ``{stem}_{key}_document.bin/.idx`` for Megatron output)."""
     started = time.perf_counter()
     output_url, errors_url = output_names(input_url, output_dir)
-    packer = make_packer(processor, options)
-    stats = CacheStats(input_url=input_url, output_url=output_url, pack_size=max(options.pack_size, 0))
+    if options.split_sentences:
+        processor = SentenceProcessor(processor, options.sentence_splitter)
+    stats = CacheStats(
+        input_url=input_url,
+        output_url=output_url if options.writes_hdf5 else "",
+        pack_size=max(options.pack_size, 0),
+        output_format=options.output_format,
+        packing=options.packing if options.packed else "none",
+    )
     log = ErrorLog(input_url, options.on_error)
     reader = JsonlReader(input_url, options.batch_size, storage_options)
-    with local_staging(output_url, storage_options, suffix=".h5") as tmp:
-        writer = H5Writer(tmp)
-        done = False
+    with _h5_staging(output_url, options, storage_options) as tmp:
+        chunk = open_chunk(tmp, input_url, output_dir, processor, options, stats, storage_options)
         try:
-            chunk = _ChunkWriter(writer, processor, packer, stats)
             for lines in reader:
                 stats.rows_read += len(lines)
                 log.add_all(lines.errors)
-                batch = processor.process_batch(lines.rows)
+                batch = chunk.fit(processor.process_batch(lines.rows))
                 log.add_all([(lines.lines[i], e) for i, e in batch.errors])
                 chunk.write(batch)
             chunk.finish()
             stats.source_sha256 = reader.sha256
             stats.skipped = log.counts
-            writer.set_attrs(output_attrs(processor, options, stats, packer))
-            done = True
-        finally:
-            writer.close(complete=done)
+            chunk.close(output_attrs(processor, options, stats))
+        except BaseException:
+            chunk.discard()
+            raise
     stats.errors_url = log.publish(errors_url, storage_options)
     stats.seconds = time.perf_counter() - started
     return stats
 
 
-def output_attrs(processor: Processor, options: CacheOptions, stats: CacheStats, packer: SequencePacker | None) -> dict:
+def _h5_staging(output_url: str, options: CacheOptions, storage_options: dict | None):
+    if options.writes_hdf5:
+        return local_staging(output_url, storage_options, suffix=".h5")
+    return contextlib.nullcontext(None)
+
+
+def output_attrs(processor: Processor, options: CacheOptions, stats: CacheStats) -> dict:
     tok = processor.tokenizer
     desc = processor.describe()
     return {
@@ -134,8 +202,6 @@ def output_attrs(processor: Processor, options: CacheOptions, stats: CacheStats,
         },
         **desc,
         "keys": processor.keys,
-        "pack_size": options.pack_size if packer else 0,
-        "pad_value": packer.pad_value if packer else -1,
         "source_url": stats.input_url,
         "source_sha256": stats.source_sha256,
         "rows_read": stats.rows_read,
@@ -144,7 +210,28 @@ def output_attrs(processor: Processor, options: CacheOptions, stats: CacheStats,
         "skipped_by_reason": dict(sorted(stats.skipped.items())),
         "rows_truncated": stats.rows_truncated,
         "tokens_written": stats.tokens_written,
-        "packs": packer.packs if packer else 0,
+        "deferred_keys": stats.deferred_keys,
+        "output_format": options.output_format,
+        "megatron_keys": stats.megatron_keys,
+        "split_sentences": options.split_sentences,
+        "sentence_splitter": options.sentence_splitter if options.split_sentences else "",
+        "sentences_written": stats.sentences_written,
+        **_pack_attrs(options, stats, resolve_pad_value(processor, options.pack_size, options.pad_value)),
+    }
+
+
+def _pack_attrs(options: CacheOptions, stats: CacheStats, pad_value: int | None) -> dict:
+    packed = options.packed
+    return {
+        "pack_size": options.pack_size if packed else 0,
+        "pad_value": pad_value if packed else -1,
+        "packing": stats.packing,
+        "bfd_window": options.bfd_window if packed and options.packing == "bfd" else 0,
+        "packs": stats.packs,
+        "pack_fill": stats.pack_fill,
+        "lower_bound_packs": stats.lower_bound_packs,
+        "pack_truncated": stats.pack_truncated,
+        "position_ids_restart": {"concat": "document_and_pack", "bfd": "document"}.get(stats.packing, ""),
     }
 
 
@@ -173,14 +260,24 @@ def cache_jsonl(
     on_error: str = "skip",
     storage_options: dict | None = None,
     batch_size: int = BATCH_SIZE,
+    *,
+    output_format: OutputFormat = "hdf5",
+    packing: Packing = "concat",
+    bfd_window: int = 1000,
+    split_sentences: bool = False,
 ) -> list[str]:
-    """Tokenize every input JSONL into one HDF5 in ``output_dir``; returns the output URLs."""
+    """Tokenize every input JSONL into one HDF5 in ``output_dir``; returns the HDF5 URLs (with
+    ``output_format='megatron'``: the Megatron prefixes of every input, key by key).
+    The keyword-only settings are CacheOptions'."""
     if normalizer is not None:
         processor.normalizer = normalizer
-    options = CacheOptions(pack_size, pad_value, on_error, batch_size)
+    options = CacheOptions(
+        pack_size, pad_value, on_error, batch_size, output_format, packing, bfd_window, split_sentences
+    )
     fs, root = url_to_fs(str(output_dir), storage_options)
     fs.makedirs(root, exist_ok=True)
-    return [
-        cache_file(url, output_dir, processor, options, storage_options).output_url
-        for url in list_inputs(inputs, storage_options)
-    ]
+    outputs = []
+    for url in list_inputs(inputs, storage_options):
+        stats = cache_file(url, output_dir, processor, options, storage_options)
+        outputs += [stats.output_url] if options.writes_hdf5 else list(stats.megatron_prefixes.values())
+    return outputs

@@ -4,7 +4,9 @@ Layout (no h5py vlen types, so any HDF5 reader can use the files):
 
 - fixed-length key (packed output): 2-D dataset ``key`` of shape ``[n, pack_size]``;
 - variable-length key: 1-D dataset ``key`` holding all sequences back to back, plus
-  ``key_offsets`` (int64, ``n + 1``): sequence ``i`` is ``key[offsets[i]:offsets[i+1]]``.
+  ``key_offsets`` (int64, ``n + 1``): sequence ``i`` is ``key[offsets[i]:offsets[i+1]]``;
+- a boundary list without values of its own, e.g. ``document_offsets`` (int64, starts with 0):
+  document ``d`` is items ``document_offsets[d]:document_offsets[d+1]`` of another key.
 
 Datasets are chunked and grow as batches arrive. Attributes describe the file (format version,
 tokenizer, processor, counts, source hash; dicts are stored as JSON strings). The attribute
@@ -38,13 +40,18 @@ class H5Writer:
     def append_ragged(self, key: str, ragged: Ragged) -> None:
         if key not in self.file:
             self.file.create_dataset(key, shape=(0,), maxshape=(None,), dtype=ragged.values.dtype, chunks=(FLAT_CHUNK,))
-            self.file.create_dataset(
-                key + OFFSETS_SUFFIX, data=np.zeros(1, np.int64), maxshape=(None,), chunks=(1 << 14,)
-            )
-            self._ends[key] = 0
         _extend(self.file[key], ragged.values)
-        _extend(self.file[key + OFFSETS_SUFFIX], ragged.offsets[1:] + self._ends[key])
-        self._ends[key] += int(ragged.offsets[-1])
+        self.append_lengths(key + OFFSETS_SUFFIX, ragged.lengths)
+
+    def append_lengths(self, name: str, lengths: np.ndarray) -> None:
+        """Extend the offsets dataset ``name`` (int64, starting with 0) by items of ``lengths``."""
+        if name not in self.file:
+            self.file.create_dataset(name, data=np.zeros(1, np.int64), maxshape=(None,), chunks=(1 << 14,))
+            self._ends[name] = 0
+        ends = self._ends[name] + np.cumsum(lengths, dtype=np.int64)
+        _extend(self.file[name], ends)
+        if ends.size:
+            self._ends[name] = int(ends[-1])
 
     def append_fixed(self, key: str, rows: np.ndarray) -> None:
         if key not in self.file:
@@ -63,6 +70,18 @@ class H5Writer:
         if complete:
             self.file.attrs[COMPLETE_ATTR] = True
         self.file.close()
+
+
+def is_complete(handle: h5py.File) -> bool:
+    return bool(handle.attrs.get(COMPLETE_ATTR, False))
+
+
+def require_complete(handle: h5py.File, url: str) -> None:
+    if not is_complete(handle):
+        raise ValueError(
+            f"{url} has no {COMPLETE_ATTR!r} attribute: it is partial (its writer was interrupted) or not an "
+            "h5pipe output; re-run the cache stage for it or remove it from the folder"
+        )
 
 
 def _extend(dataset: h5py.Dataset, values: np.ndarray) -> None:

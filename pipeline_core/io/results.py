@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline_core.sources.base import DatasetCounts
 
 
 @dataclass(slots=True)
@@ -23,6 +27,14 @@ class CacheStats:
     packs: int = 0
     pad_tokens: int = 0
     seconds: float = 0.0
+    output_format: str = "hdf5"
+    packing: str = "none"  # "concat" or "bfd" when packed
+    lower_bound_packs: int = 0  # ceil(packed tokens / pack_size): no packer can use fewer packs
+    pack_truncated: int = 0  # samples cut to pack_size by bfd (overflow='truncate')
+    sentences_written: int = 0  # with split_sentences
+    deferred_keys: list[str] = field(default_factory=list)  # deferred keys kept in the HDF5 (fractional)
+    megatron_keys: list[str] = field(default_factory=list)
+    megatron_prefixes: dict[str, str] = field(default_factory=dict)  # key -> {stem}_{key}_document URL
 
     @property
     def rows_skipped(self) -> int:
@@ -43,7 +55,10 @@ class CacheStats:
 
 @dataclass(slots=True)
 class ExportStats:
-    """Counts of one exported chunk. rows_out may exceed rows_in with a one-to-many process_func."""
+    """Counts of one exported chunk. rows_out may exceed rows_in with a one-to-many process_func.
+
+    rows_in = rows_failed + rows the process_func saw; rows_filtered of those returned None or [].
+    """
 
     index: int
     output_url: str
@@ -52,6 +67,63 @@ class ExportStats:
     rows_filtered: int = 0  # rows for which process_func returned None or []
     sha256: str = ""
     size: int = 0
+    failed: Counter = field(default_factory=Counter)  # reason -> rows the converter rejected
+    errors_url: str | None = None  # {prefix}_chunk_{i}.errors.jsonl when rows were rejected
+    dataset_rows: Counter = field(default_factory=Counter)  # dataset -> rows read
+    dataset_failed: Counter = field(default_factory=Counter)  # dataset -> rows rejected
+
+    @property
+    def rows_failed(self) -> int:
+        return sum(self.failed.values())
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        for key in ("failed", "dataset_rows", "dataset_failed"):
+            d[key] = dict(sorted(getattr(self, key).items()))
+        d["rows_failed"] = self.rows_failed
+        return d
+
+
+@dataclass(slots=True)
+class ExportResult:
+    """One export run: its chunks in order and the per-dataset counts (planned and read)."""
+
+    source: str
+    chunks: list[ExportStats]
+    datasets: dict[str, DatasetCounts]
+
+    @property
+    def urls(self) -> list[str]:
+        return [c.output_url for c in self.chunks]
+
+    @property
+    def rows_in(self) -> int:
+        return sum(c.rows_in for c in self.chunks)
+
+    @property
+    def rows_out(self) -> int:
+        return sum(c.rows_out for c in self.chunks)
+
+    @property
+    def rows_filtered(self) -> int:
+        return sum(c.rows_filtered for c in self.chunks)
+
+    @property
+    def failed(self) -> Counter:
+        return sum((c.failed for c in self.chunks), Counter())
+
+    @property
+    def rows_failed(self) -> int:
+        return sum(self.failed.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "rows_filtered": self.rows_filtered,
+            "rows_failed": self.rows_failed,
+            "failed": dict(sorted(self.failed.items())),
+            "datasets": {name: counts.to_dict() for name, counts in self.datasets.items()},
+            "chunks": [c.to_dict() for c in self.chunks],
+        }

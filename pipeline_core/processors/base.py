@@ -3,6 +3,11 @@
 ``process_batch`` is the path the cache stage uses: it validates every row, encodes all texts of
 the batch in one tokenizer call and assembles the samples with numpy. ``process`` is the same on
 one row, returning torch tensors.
+
+Keys: ``groups`` maps each length key to the keys aligned with it token for token;
+``sample_keys`` are stored one value per sample (not per token, so never packed with the tokens);
+``deferred_keys`` are aligned keys worth storing only when informative: a ``loss_weight`` whose
+values are all 0 or 1 repeats the loss mask, so a writer may leave it out (``process`` does).
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ class Processor(ABC):
     type: ClassVar[str]
     # each group is a length key followed by the keys aligned with it (same length per sample)
     groups: ClassVar[dict[str, tuple[str, ...]]]
+    deferred_keys: ClassVar[tuple[str, ...]] = ()  # aligned keys kept only when informative
+    sample_keys: tuple[str, ...] = ()  # one value per sample, e.g. media references
 
     def __init__(
         self,
@@ -73,11 +80,15 @@ class Processor(ABC):
         batch = self.process_batch([input_dict])
         if batch.errors:
             raise batch.errors[0][1]
-        return {k: torch.from_numpy(r[0].copy()) for k, r in batch.samples.items()}
+        return {
+            k: torch.from_numpy(r[0].copy())
+            for k, r in batch.samples.items()
+            if k not in self.deferred_keys or informative(r.values)
+        }
 
     @property
     def keys(self) -> list[str]:
-        return [k for keys in self.groups.values() for k in keys]
+        return [k for keys in self.groups.values() for k in keys] + list(self.sample_keys)
 
     def describe(self) -> dict:
         """Settings recorded in output attributes and cache keys."""
@@ -92,6 +103,25 @@ class Processor(ABC):
 
     def _norm(self, text: str) -> str:
         return self.normalizer(text) if self.normalizer else text
+
+
+def informative(weights: np.ndarray) -> bool:
+    """True when some weight is neither 0 nor 1, i.e. the weights say more than the mask."""
+    return bool(np.any((weights != 0) & (weights != 1)))
+
+
+def assemble(
+    samples: dict[str, Ragged],
+    positions: np.ndarray,
+    errors: list[tuple[int, RowError]],
+    dropped: list[tuple[int, RowError]],
+    keep: np.ndarray,
+    truncated: int,
+) -> ProcessedBatch:
+    """The batch of kept samples; ``dropped`` holds over-length errors by position among the good rows."""
+    errors = errors + [(int(positions[i]), e) for i, e in dropped]
+    kept = {k: v.keep(keep) for k, v in samples.items()}
+    return ProcessedBatch(kept, positions[keep], sorted(errors, key=lambda x: x[0]), truncated)
 
 
 def require_text(row: dict, key: str) -> str:

@@ -1,36 +1,79 @@
-"""``dpo``: one prompt, a chosen and a rejected response -> two masked sequences sharing the prompt."""
+"""``dpo``: a chosen and a rejected conversation sharing their prompt -> two masked sequences.
+
+Rows are ``{"chosen_messages", "rejected_messages"}`` or ``{"query", "chosen", "rejected"}``
+(processors/messages.py). By default only the last assistant turn of each side is trained on
+(``train_on="last"``): earlier turns belong to the shared prompt. Per side: ``{side}`` (ids),
+``{side}_mask`` (bool) and ``{side}_weight`` (float32, deferred like sft's ``loss_weight``).
+
+Over-length: a pair is as long as its longer side, and its prompt is the longer of the two parts
+before the first trained token, so truncation never cuts into either side's prompt; a pair whose
+prompt alone reaches max_length is dropped as ``prompt_too_long``. Media references (under
+``media="keep"``) must be the same on both sides and are stored once, under ``media``.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, require_text, split_valid
-from pipeline_core.processors.length import over_length
-from pipeline_core.processors.sft import cut, masked_concat
+from pipeline_core.errors import RowError
+from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
+from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, render
+from pipeline_core.processors.length import over_length, truncate_all
+from pipeline_core.processors.media import media_ragged
+from pipeline_core.processors.messages import ConversationReader
+
+SIDES = ("chosen", "rejected")
 
 
 @ProcessorFactory.register("dpo")
 class DPOProcessor(Processor):
-    groups = {"chosen": ("chosen", "chosen_mask"), "rejected": ("rejected", "rejected_mask")}
+    groups = {side: (side, f"{side}_mask", f"{side}_weight") for side in SIDES}
+    deferred_keys = ("chosen_weight", "rejected_weight")
     default_strategy = "chatml"
 
-    def _extract(self, row: dict) -> tuple[str, str, str]:
-        return tuple(self._norm(require_text(row, k)) for k in ("query", "chosen", "rejected"))
+    def __init__(
+        self,
+        tokenizer,
+        strategy=None,
+        converter=None,
+        train_on: str = "last",
+        media: str = "skip",
+        train_tool_calls: bool = True,
+        **kwargs,
+    ):
+        super().__init__(tokenizer, strategy, **kwargs)
+        self.reader = ConversationReader(converter, train_on, media, self._norm, train_tool_calls=train_tool_calls)
+        self.sample_keys = ("media",) if media == "keep" else ()
+
+    def describe(self) -> dict:
+        return {**super().describe(), **self.reader.describe()}
+
+    def _extract(self, row: dict) -> tuple[Rendered, Rendered]:
+        chosen, rejected = self.reader.pair(row)
+        if chosen.media != rejected.media:
+            raise RowError(
+                "media_mismatch",
+                "chosen_messages and rejected_messages reference different media; a pair shares its prompt's media",
+                "rejected_messages",
+            )
+        return render(self.strategy, chosen), render(self.strategy, rejected)
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
         good, positions, errors = split_valid(rows, self._extract)
         n = len(good)
-        ids = self.tokenizer.encode_ragged([g[k] for k in range(3) for g in good])
-        prompt = self.strategy.assemble_prompt_batch(ids.slice_rows(0, n))
-        chosen, chosen_mask = masked_concat(prompt, self.strategy.assemble_response_batch(ids.slice_rows(n, 2 * n)))
-        rejected, rejected_mask = masked_concat(
-            prompt, self.strategy.assemble_response_batch(ids.slice_rows(2 * n, 3 * n))
-        )
-        longest = np.maximum(chosen.lengths, rejected.lengths)
-        keep, long_errors, truncated = over_length(longest, prompt.lengths, self.max_length, self.overflow)
-        chosen, chosen_mask = cut(chosen, chosen_mask, self.max_length)
-        rejected, rejected_mask = cut(rejected, rejected_mask, self.max_length)
-        errors += [(int(positions[i]), e) for i, e in long_errors]
-        samples = {"chosen": chosen, "chosen_mask": chosen_mask, "rejected": rejected, "rejected_mask": rejected_mask}
-        samples = {k: v.keep(keep) for k, v in samples.items()}
-        return ProcessedBatch(samples, positions[keep], sorted(errors, key=lambda x: x[0]), truncated)
+        encoded = encode_rendered(self.tokenizer, [g[0] for g in good] + [g[1] for g in good])
+        sides = {"chosen": _rows(encoded, 0, n), "rejected": _rows(encoded, n, 2 * n)}
+        longest = np.maximum(*(e.sequence.lengths for e in sides.values()))
+        prompt = np.maximum(*(e.prompt_lengths for e in sides.values()))
+        keep, dropped, truncated = over_length(longest, prompt, self.max_length, self.overflow)
+        samples = {}
+        for side, e in sides.items():
+            samples |= {side: e.sequence, f"{side}_mask": e.mask, f"{side}_weight": e.weight}
+        samples = truncate_all(samples, self.max_length)
+        if self.sample_keys:
+            samples["media"] = media_ragged([g[0].media for g in good])
+        return assemble(samples, positions, errors, dropped, keep, truncated)
+
+
+def _rows(encoded: Encoded, start: int, stop: int) -> Encoded:
+    return Encoded(encoded.sequence.slice_rows(start, stop), encoded.weight.slice_rows(start, stop))

@@ -1,7 +1,8 @@
 """The over-length policy: drop a too-long sample, or truncate its response; count both.
 
 Truncation keeps the prompt whole and cuts the end of the response, so a truncated sample still
-trains on the first part of its answer. A sample whose prompt alone reaches ``max_length`` has
+trains on the first part of its answer. For a conversation the prompt is everything before its
+first trained token; later turns are cut like the response. A sample whose prompt alone reaches ``max_length`` has
 nothing left to train on and is dropped with reason ``prompt_too_long``, never cut silently.
 """
 
@@ -17,6 +18,14 @@ def truncate(r: Ragged, lengths: np.ndarray) -> Ragged:
     """Keep the first ``lengths[i]`` items of every sequence."""
     lengths = np.minimum(lengths, r.lengths)
     return Ragged(r.values[gather_index(r.offsets[:-1], lengths)], offsets_from_lengths(lengths))
+
+
+def truncate_all(samples: dict[str, Ragged], max_length: int | None) -> dict[str, Ragged]:
+    """Cut every aligned key of a batch to ``max_length`` items per sequence."""
+    if max_length is None or not samples:
+        return samples
+    limit = np.full(len(next(iter(samples.values()))), max_length)
+    return {key: truncate(ragged, limit) for key, ragged in samples.items()}
 
 
 def too_long_error(length: int, max_length: int) -> RowError:

@@ -1,56 +1,65 @@
-"""``sft``: a query and its response -> ``sequence`` with a ``loss_mask`` over the response.
+"""``sft``: a conversation (or a query and its response) -> ``sequence`` with a loss mask and weights.
 
 ::
 
-    sequence  = prompt_prefix  query  prompt_suffix | response  response_suffix
-    loss_mask = False ....................... False | True ............... True
+    sequence     system, user, tool turns and format tokens | assistant text + end tokens | ...
+    loss_mask    False ...................................... | True ...................... | ...
+    loss_weight  0 .......................................... | the message's loss_weight .. | ...
+
+Rows are ``{"messages": [...]}`` or ``{"query", "response"}`` (processors/messages.py); the
+strategy renders them (strategies.py). ``train_on="all"`` trains on every assistant turn with
+loss_weight > 0, ``"last"`` on the last one; ``train_tool_calls=False`` masks out assistant turns
+that only call tools. ``converter=`` converts raw rows first. ``loss_weight`` (float32) is always produced and is a
+deferred key: it says more than ``loss_mask`` only when a weight is not 0/1. With ``media="keep"``
+the media references are stored per sample under ``media`` (processors/media.py).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, require_text, split_valid
-from pipeline_core.processors.length import over_length, truncate
-from pipeline_core.ragged import Ragged, concat_ragged, constant_like
-
-
-def masked_concat(prompt: Ragged, response: Ragged) -> tuple[Ragged, Ragged]:
-    """(prompt + response, mask False over the prompt and True over the response)."""
-    sequence = concat_ragged([prompt, response])
-    mask = concat_ragged([constant_like(prompt, False, np.bool_), constant_like(response, True, np.bool_)])
-    return sequence, mask
-
-
-def cut(sequence: Ragged, mask: Ragged, max_length: int | None) -> tuple[Ragged, Ragged]:
-    if max_length is None:
-        return sequence, mask
-    limit = np.full(len(sequence), max_length)
-    return truncate(sequence, limit), truncate(mask, limit)
+from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
+from pipeline_core.processors.conversation import Rendered, encode_rendered, render
+from pipeline_core.processors.length import over_length, truncate_all
+from pipeline_core.processors.media import media_ragged
+from pipeline_core.processors.messages import ConversationReader
 
 
 @ProcessorFactory.register("sft")
 class SFTProcessor(Processor):
-    groups = {"sequence": ("sequence", "loss_mask")}
+    groups = {"sequence": ("sequence", "loss_mask", "loss_weight")}
+    deferred_keys = ("loss_weight",)
     default_strategy = "chatml"
 
-    def __init__(self, tokenizer, strategy=None, query_key: str = "query", response_key: str = "response", **kwargs):
+    def __init__(
+        self,
+        tokenizer,
+        strategy=None,
+        query_key: str = "query",
+        response_key: str = "response",
+        converter=None,
+        train_on: str = "all",
+        media: str = "skip",
+        train_tool_calls: bool = True,
+        **kwargs,
+    ):
         super().__init__(tokenizer, strategy, **kwargs)
         self.query_key, self.response_key = query_key, response_key
+        self.reader = ConversationReader(converter, train_on, media, self._norm, query_key, train_tool_calls)
+        self.sample_keys = ("media",) if media == "keep" else ()
 
-    def _extract(self, row: dict) -> tuple[str, str]:
-        query = self._norm(require_text(row, self.query_key))
-        return query, self._norm(require_text(row, self.response_key))
+    def describe(self) -> dict:
+        return {**super().describe(), **self.reader.describe()}
+
+    def _extract(self, row: dict) -> tuple[Rendered]:
+        return (render(self.strategy, self.reader.sft(row, self.response_key)),)
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
         good, positions, errors = split_valid(rows, self._extract)
-        n = len(good)
-        ids = self.tokenizer.encode_ragged([g[0] for g in good] + [g[1] for g in good])
-        prompt = self.strategy.assemble_prompt_batch(ids.slice_rows(0, n))
-        response = self.strategy.assemble_response_batch(ids.slice_rows(n, 2 * n))
-        sequence, mask = masked_concat(prompt, response)
-        keep, long_errors, truncated = over_length(sequence.lengths, prompt.lengths, self.max_length, self.overflow)
-        sequence, mask = cut(sequence, mask, self.max_length)
-        errors += [(int(positions[i]), e) for i, e in long_errors]
-        samples = {"sequence": sequence.keep(keep), "loss_mask": mask.keep(keep)}
-        return ProcessedBatch(samples, positions[keep], sorted(errors, key=lambda x: x[0]), truncated)
+        rendered = [g[0] for g in good]
+        encoded = encode_rendered(self.tokenizer, rendered)
+        lengths = encoded.sequence.lengths
+        keep, dropped, truncated = over_length(lengths, encoded.prompt_lengths, self.max_length, self.overflow)
+        samples = {"sequence": encoded.sequence, "loss_mask": encoded.mask, "loss_weight": encoded.weight}
+        samples = truncate_all(samples, self.max_length)
+        if self.sample_keys:
+            samples["media"] = media_ragged([r.media for r in rendered])
+        return assemble(samples, positions, errors, dropped, keep, truncated)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,7 +77,7 @@ def test_local_dataset_to_s3_equals_local_run(local_run, s3_bucket, tmp_path, ll
     assert "h5pipe-manifest.json" in names and "h5pipe-run.json" in names
     s3_h5 = [f"{bucket}/run/h5/train_chunk_{i}.h5" for i in range(3)]
     assert_same_outputs(h5_urls(local_run[1], None), s3_h5, None, storage)
-    local_lines = [open(u, "rb").read() for u in local_run[0]["urls"]]
+    local_lines = [Path(u).read_bytes() for u in local_run[0]["urls"]]
     s3_lines = [fs.cat(f"{bucket}/run/jsonl/train_chunk_{i}.jsonl") for i in range(3)]
     assert local_lines == s3_lines
     record = fs.cat(f"{bucket}/run/h5/h5pipe-run.json").decode()
