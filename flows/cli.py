@@ -161,6 +161,22 @@ def inspect(
 
 
 @app.command()
+def verify(
+    output: Annotated[str, typer.Argument(help="an output folder (path or URL) written by h5pipe")],
+    quick: Annotated[bool, Opt(help="compare sizes instead of sha256")] = False,
+    endpoint_url: Annotated[str | None, Opt(help="S3-compatible endpoint")] = None,
+) -> None:
+    """Check every file against the manifest and the HDF5 invariants; exit 1 listing bad files."""
+    from pipeline_core.io.verify import verify_output
+
+    storage = {"endpoint_url": endpoint_url} if endpoint_url else None
+    report = verify_output(output, storage, "size" if quick else "sha256")
+    typer.echo("\n".join(report.lines()))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
 def sample(
     output: Annotated[Path, Opt(help="folder for the sample data, tokenizer and run.yaml")] = Path("out/sample"),
     rows: Annotated[int, Opt()] = 600,
