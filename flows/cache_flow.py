@@ -17,6 +17,7 @@ from pipeline_core.build import build_processor, load_tokenizer
 from pipeline_core.io.cache import list_inputs, output_names
 from pipeline_core.io.fs import url_to_fs
 from pipeline_core.io.hashing import FileDigest, matches
+from pipeline_core.redact import protect_secrets
 from tasks.cache import cache_chunk
 from tasks.hashing import hash_chunk
 from tasks.keys import digest
@@ -64,6 +65,7 @@ def cache_flow(params: CacheParams) -> dict:
     started = time.perf_counter()
     logger = get_run_logger()
     storage = params.run.storage.to_fsspec()
+    protect_secrets(storage)
     job = make_job(params)
     inputs = chunk_inputs(params.input, storage)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)

@@ -18,6 +18,7 @@ from pipeline_core.io.export import chunk_count
 from pipeline_core.io.fs import url_to_fs
 from pipeline_core.io.hashing import FileDigest, matches
 from pipeline_core.process_func import load_process_func, source_hash
+from pipeline_core.redact import protect_secrets
 from tasks.export import export_chunk_task, export_stream_task
 from tasks.keys import digest
 from tasks.models import ExportChunkResult, ExportJob
@@ -89,6 +90,7 @@ def export_flow(params: ExportParams) -> dict:
     started = time.perf_counter()
     logger = get_run_logger()
     storage = params.run.storage.to_fsspec()
+    protect_secrets(storage)
     job, source = make_export_job(params, storage)
     fs, root = url_to_fs(params.output, storage)
     fs.makedirs(root, exist_ok=True)

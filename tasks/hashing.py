@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from pipeline_core.io.hashing import file_digest
 from tasks.models import ChunkDigest
@@ -11,6 +12,8 @@ from tasks.retry import retry_on_transient
 
 @task(
     name="hash-chunk",
+    cache_policy=NO_CACHE,  # the hash must read the bytes every time
+    persist_result=False,
     retries=3,
     retry_delay_seconds=[1, 2, 4],
     retry_condition_fn=retry_on_transient,

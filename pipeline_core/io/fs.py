@@ -28,8 +28,20 @@ def protocol_prefix(url: str) -> str:
 
 
 def join_url(base: str, *names: str) -> str:
+    """``base/name/...``; a name that would leave ``base`` (``..``, absolute, NUL) is refused first."""
+    for name in names:
+        check_relative_name(name)
     base = str(base).rstrip("/")
     return "/".join([base, *names]) if base else "/".join(names)
+
+
+def check_relative_name(name: str) -> None:
+    """Output names come from prefixes and input file names: none may escape the output root."""
+    parts = str(name).replace("\\", "/").split("/")
+    if not name or name.startswith(("/", "\\")) or "\x00" in name or ".." in parts or "://" in name:
+        raise ValueError(
+            f"unsafe output name {name!r}: names must stay inside the output folder (no '..', no absolute paths)"
+        )
 
 
 def is_local(fs: fsspec.AbstractFileSystem) -> bool:
