@@ -1,0 +1,120 @@
+"""Classify what a source string points at: data files, a dataset repository, a saved dataset,
+a hub id, or a dataset_info file.
+
+- ``*.yaml``/``*.yml``, and ``dataset_info*.json``: a dataset_info file (several datasets).
+- Any other file, a glob, or a folder of data files: ``files`` (one format; see ``formats``). Files
+  inside a folder are taken recursively in natural order; hidden (``.x``, ``_x``) files and
+  ``README.md`` are ignored.
+- A local folder whose ``README.md`` starts with YAML front matter: a dataset ``repo``, loaded by
+  ``datasets.load_dataset(folder)`` exactly like a hub repository (splits from its ``configs``).
+- A folder written by ``Dataset.save_to_disk`` (``state.json`` + ``dataset_info.json``): ``saved``.
+- A URL (``s3://``, ``memory://``, ``hf://``...): files through fsspec, as above.
+- Otherwise a string shaped like ``name`` or ``owner/name``: a ``hub`` id.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pipeline_core.io.fs import natural_key, url_to_fs
+from pipeline_core.sources.formats import builder_for, is_data_file
+
+Kind = Literal["files", "repo", "saved", "hub", "dataset_info"]
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+CONFIG_SUFFIXES = (".yaml", ".yml")
+IGNORED_NAMES = ("readme.md",)
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    kind: Kind
+    target: str  # the path, URL or hub id
+    files: tuple[str, ...] = ()  # kind "files": the data files (URLs keep their protocol)
+    builder: str | None = None  # kind "files": the datasets builder that reads them
+
+
+def locate(source: str | os.PathLike, storage_options: dict | None = None) -> Location:
+    text = os.fspath(source)
+    if "://" in text and not text.startswith("file://"):
+        return _locate_url(text, storage_options)
+    path = os.path.expanduser(text.removeprefix("file://"))
+    if _has_glob(path):
+        found = [p for p in glob.glob(path, recursive=True) if os.path.isfile(p)]
+        return _files_location(text, sorted(found, key=natural_key))
+    if os.path.isfile(path):
+        return _locate_file(path)
+    if os.path.isdir(path):
+        return _locate_dir(path)
+    if HUB_ID.match(text) and not (is_data_file(text) or is_dataset_info(text)):
+        return Location("hub", text)
+    raise FileNotFoundError(
+        f"no file or folder at {text!r}; for a Hugging Face hub dataset pass its id as 'owner/name'"
+    )
+
+
+def is_dataset_info(path: str) -> bool:
+    name = posixpath.basename(path.rstrip("/")).lower()
+    return name.endswith(CONFIG_SUFFIXES) or (name.startswith("dataset_info") and name.endswith(".json"))
+
+
+def _locate_file(path: str) -> Location:
+    if is_dataset_info(path):
+        return Location("dataset_info", path)
+    return _files_location(path, [path])
+
+
+def _locate_dir(path: str) -> Location:
+    if _has_card_config(path):
+        return Location("repo", path)
+    if all(os.path.isfile(os.path.join(path, n)) for n in ("state.json", "dataset_info.json")):
+        return Location("saved", path)
+    return _files_location(path, _walk(path))
+
+
+def _locate_url(url: str, storage_options: dict | None) -> Location:
+    fs, path = url_to_fs(url, storage_options)
+    if _has_glob(path):
+        found = [name for name, info in fs.glob(path, detail=True).items() if info["type"] == "file"]
+    elif fs.isdir(path):
+        found = [f for f in fs.find(path) if _wanted(posixpath.relpath(f, path))]
+    elif fs.isfile(path):
+        if is_dataset_info(path):
+            return Location("dataset_info", url)
+        found = [path]
+    else:
+        raise FileNotFoundError(f"nothing at {url!r}; check the URL and storage_options")
+    return _files_location(url, sorted((fs.unstrip_protocol(f) for f in found), key=natural_key))
+
+
+def _files_location(where: str, files: list[str]) -> Location:
+    return Location("files", where, tuple(files), builder_for(files, where))
+
+
+def _walk(root: str) -> list[str]:
+    found = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        found += [os.path.join(folder, n) for n in names if _wanted(n)]
+    return sorted(found, key=natural_key)
+
+
+def _wanted(relative: str) -> bool:
+    parts = relative.replace(os.sep, "/").split("/")
+    return not any(p.startswith((".", "_")) for p in parts) and parts[-1].lower() not in IGNORED_NAMES
+
+
+def _has_card_config(path: str) -> bool:
+    card = os.path.join(path, "README.md")
+    if not os.path.isfile(card):
+        return False
+    with open(card, encoding="utf-8") as f:
+        return f.readline().strip() == "---"
+
+
+def _has_glob(path: str) -> bool:
+    return any(c in path for c in "*?[")

@@ -1,0 +1,58 @@
+"""Fingerprints: ids of the rows a source yields, stable across runs, processes and machines.
+
+Files are identified by their content (sha256, read in 1 MiB blocks through fsspec), not their
+path, so a copy elsewhere keeps its fingerprint and an edit changes it. The options that shape the
+rows (builder, split, converter, sampling) are hashed alongside by the caller with ``digest``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+
+import orjson
+
+from pipeline_core.io.fs import url_to_fs
+
+BLOCK = 1 << 20
+
+
+def digest(*parts) -> str:
+    """sha256 of JSON-able parts (dict keys sorted)."""
+    data = orjson.dumps(parts, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY, default=str)
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(url: str, storage_options: dict | None = None) -> str:
+    fs, path = url_to_fs(url, storage_options)
+    sha = hashlib.sha256()
+    with fs.open(path, "rb") as f:
+        while block := f.read(BLOCK):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def files_fingerprint(files: Sequence[str], storage_options: dict | None = None) -> str:
+    """The files' contents in order; their names and folder do not count."""
+    return digest("files", [file_sha256(f, storage_options) for f in files])
+
+
+def tree_fingerprint(root: str) -> str:
+    """Every file of a local folder with its path relative to the folder (a repository's config names them)."""
+    entries = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(n for n in names if not n.startswith(".")):
+            path = os.path.join(folder, name)
+            entries.append([os.path.relpath(path, root).replace(os.sep, "/"), file_sha256(path)])
+    return digest("tree", sorted(entries))
+
+
+def rows_fingerprint(rows: Iterable[dict]) -> str:
+    """Content hash of rows, streamed (one pass, nothing kept)."""
+    sha = hashlib.sha256()
+    for row in rows:
+        sha.update(orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY, default=str))
+        sha.update(b"\n")
+    return sha.hexdigest()

@@ -1,0 +1,55 @@
+"""Reading with ``datasets``: data files, dataset repositories (local folder or hub) and saved datasets.
+
+``trust_remote_code`` is never passed: ``datasets`` >= 4 runs no loading scripts, so a repository
+is read from its data files and its README ``configs`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def load_files(files: Sequence[str], builder: str, *, streaming: bool, storage_options: dict | None):
+    from datasets import load_dataset
+
+    return load_dataset(
+        builder, data_files=list(files), split="train", streaming=streaming, storage_options=_copy(storage_options)
+    )
+
+
+def load_repo(path: str, *, subset: str | None, split: str, streaming: bool, storage_options: dict | None):
+    """A hub id or a local repository folder, like ``datasets.load_dataset(path, subset, split=...)``."""
+    from datasets import load_dataset
+
+    return load_dataset(path, subset, split=split, streaming=streaming, storage_options=_copy(storage_options))
+
+
+def load_saved(path: str, *, split: str, streaming: bool):
+    """A folder written by ``save_to_disk`` (a Dataset, or a DatasetDict from which ``split`` is taken)."""
+    from datasets import load_from_disk
+
+    dataset = pick_split(load_from_disk(path), split, path)
+    return dataset.to_iterable_dataset() if streaming else dataset
+
+
+def pick_split(data, split: str, where: str):
+    """``data[split]`` for a DatasetDict / IterableDatasetDict; other data as is."""
+    from datasets import DatasetDict, IterableDatasetDict
+
+    if not isinstance(data, (DatasetDict, IterableDatasetDict)):
+        return data
+    if split not in data:
+        raise ValueError(f"{where} has no split {split!r}; available splits: {sorted(data)}; pass split=...")
+    return data[split]
+
+
+def _copy(storage_options: dict | None) -> dict | None:
+    """datasets adds keys to the storage_options it is given; keep the caller's (and fsspec's) intact."""
+    return dict(storage_options) if storage_options else None
+
+
+def hub_revision(repo_id: str) -> str:
+    """The commit a hub dataset currently resolves to (one metadata request)."""
+    from huggingface_hub import HfApi
+
+    return HfApi().dataset_info(repo_id).sha
