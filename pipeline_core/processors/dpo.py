@@ -38,18 +38,18 @@ class DPOProcessor(Processor):
         converter=None,
         train_on: str = "last",
         media: str = "skip",
-        train_tool_calls: bool = True,
+        train_tool_calls: bool = False,
         **kwargs,
     ):
         super().__init__(tokenizer, strategy, **kwargs)
-        self.reader = ConversationReader(converter, train_on, media, self._norm, train_tool_calls=train_tool_calls)
+        self.reader = ConversationReader(converter, train_on, media, train_tool_calls=train_tool_calls)
         self.sample_keys = ("media",) if media == "keep" else ()
 
     def describe(self) -> dict:
         return {**super().describe(), **self.reader.describe()}
 
     def _extract(self, row: dict) -> tuple[Rendered, Rendered]:
-        chosen, rejected = self.reader.pair(row)
+        chosen, rejected = self.reader.pair(row, self.normalizer)
         if chosen.media != rejected.media:
             raise RowError(
                 "media_mismatch",

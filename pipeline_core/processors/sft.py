@@ -9,9 +9,9 @@
 Rows are ``{"messages": [...]}`` or ``{"query", "response"}`` (processors/messages.py); the
 strategy renders them (strategies.py). ``train_on="all"`` trains on every assistant turn with
 loss_weight > 0, ``"last"`` on the last one; ``train_tool_calls=False`` masks out assistant turns
-that only call tools. ``converter=`` converts raw rows first. ``loss_weight`` (float32) is always produced and is a
-deferred key: it says more than ``loss_mask`` only when a weight is not 0/1. With ``media="keep"``
-the media references are stored per sample under ``media`` (processors/media.py).
+that only call tools; ``converter=`` converts raw rows first. ``loss_weight`` (float32) is always
+produced and is a deferred key: it says more than ``loss_mask`` only when a weight is not 0/1.
+With ``media="keep"`` the media references are stored per sample under ``media`` (media.py).
 """
 
 from __future__ import annotations
@@ -38,19 +38,19 @@ class SFTProcessor(Processor):
         converter=None,
         train_on: str = "all",
         media: str = "skip",
-        train_tool_calls: bool = True,
+        train_tool_calls: bool = False,
         **kwargs,
     ):
         super().__init__(tokenizer, strategy, **kwargs)
         self.query_key, self.response_key = query_key, response_key
-        self.reader = ConversationReader(converter, train_on, media, self._norm, query_key, train_tool_calls)
+        self.reader = ConversationReader(converter, train_on, media, query_key, train_tool_calls)
         self.sample_keys = ("media",) if media == "keep" else ()
 
     def describe(self) -> dict:
         return {**super().describe(), **self.reader.describe()}
 
     def _extract(self, row: dict) -> tuple[Rendered]:
-        return (render(self.strategy, self.reader.sft(row, self.response_key)),)
+        return (render(self.strategy, self.reader.sft(row, self.response_key, self.normalizer)),)
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
         good, positions, errors = split_valid(rows, self._extract)

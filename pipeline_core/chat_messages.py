@@ -1,0 +1,85 @@
+"""v1 messages -> the message dicts Jinja chat templates expect (the `transformers` conventions).
+
+::
+
+    {"role": "system" | "user" | "assistant" | "tool", "content": str}
+      + "reasoning_content": str        when the message has reasoning blocks (joined)
+      + "tool_calls": [{"type": "function", "function": {"name": ..., "arguments": {...}}}, ...]
+
+``content`` joins the message's text blocks; media blocks are left out (the processor keeps them
+apart). ``tools`` blocks become the template's ``tools`` variable (one list of definitions), and a
+system message that held nothing but tools is dropped, as a caller of ``apply_chat_template(
+messages, tools=...)`` would write it. ``owners[k]`` is the v1 index of template message ``k``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline_core.converters.sample import Message
+from pipeline_core.converters.tools import parse_json
+from pipeline_core.errors import RowError
+
+
+@dataclass(slots=True)
+class TemplateConversation:
+    messages: list[dict] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)
+    tools: list[Any] | None = None
+
+
+def template_conversation(messages: list[Message]) -> TemplateConversation:
+    conversation = TemplateConversation()
+    for i, m in enumerate(messages):
+        tools = _tools(m, i)
+        if tools:
+            conversation.tools = [*(conversation.tools or []), *tools]
+        if m["role"] == "system" and all(b["type"] == "tools" for b in m["content"]):
+            continue
+        conversation.messages.append(template_message(m, i))
+        conversation.owners.append(i)
+    return conversation
+
+
+def template_message(message: Message, i: int) -> dict:
+    out: dict[str, Any] = {"role": message["role"], "content": _joined(message, "text")}
+    if any(b["type"] == "reasoning" for b in message["content"]):
+        out["reasoning_content"] = _joined(message, "reasoning")
+    calls = [
+        _tool_call(b["value"], f"messages[{i}].content[{j}]")
+        for j, b in enumerate(message["content"])
+        if b["type"] == "tool_calls"
+    ]
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def texts_of(message: Message) -> list[str]:
+    """Every string of a message that the template writes: checked for special-token strings."""
+    return [b["value"] for b in message["content"] if b["type"] in ("text", "reasoning", "tool_calls", "tools")]
+
+
+def _joined(message: Message, kind: str) -> str:
+    return "".join(b["value"] for b in message["content"] if b["type"] == kind)
+
+
+def _tool_call(value: str, where: str) -> dict:
+    call = parse_json(value, where)
+    if not isinstance(call, dict) or not ("function" in call or "name" in call):
+        raise RowError(
+            "invalid_tool_call",
+            f'{where} must be a tool call object like {{"name": ..., "arguments": ...}}, got {value[:80]!r}',
+            where,
+        )
+    return call if "function" in call else {"type": "function", "function": call}
+
+
+def _tools(message: Message, i: int) -> list[Any]:
+    found: list[Any] = []
+    for j, b in enumerate(message["content"]):
+        if b["type"] == "tools":
+            parsed = parse_json(b["value"], f"messages[{i}].content[{j}]")
+            found += parsed if isinstance(parsed, list) else [parsed]
+    return found

@@ -1,0 +1,115 @@
+"""Rendered conversations -> token sequences and per-token loss weights, a whole batch at once.
+
+Each row's pieces (pieces.py) are laid end to end. All user texts of the batch (deduplicated)
+go to the tokenizer in one ``encode_ragged`` call; the format-token pieces are already ids. The
+pieces are then gathered into rows with numpy, and the weight of a piece (its message's weight
+when the piece is a target, 0 otherwise) is repeated over its tokens::
+
+    sequence     <|im_start|>user\\n hi <|im_end|>\\n<|im_start|>assistant\\n hello <|im_end|>\\n
+    loss_weight  0 ........................................................ w ............ w
+    loss_mask    loss_weight > 0
+
+``prompt_lengths`` is the position of each row's first trained token: what truncation keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline_core.errors import RowError
+from pipeline_core.pieces import Piece
+from pipeline_core.processors.messages import Conversation
+from pipeline_core.ragged import Ragged, offsets_from_lengths
+from pipeline_core.strategies import PromptStrategy
+from pipeline_core.tokenizer import AutoTokenizer
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    pieces: list[Piece]
+    weights: list[float]  # per message
+    media: list[dict]
+
+    def piece_weights(self) -> list[float]:
+        return [self.weights[p.message] if p.target else 0.0 for p in self.pieces]
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    sequence: Ragged  # int32
+    weight: Ragged  # float32, aligned with sequence
+
+    @property
+    def mask(self) -> Ragged:
+        return Ragged(self.weight.values > 0, self.weight.offsets)
+
+    @property
+    def prompt_lengths(self) -> np.ndarray:
+        return first_true(self.mask)
+
+
+def render(strategy: PromptStrategy, conversation: Conversation) -> Rendered:
+    """The strategy's pieces; a conversation without a single trained token is a RowError."""
+    pieces = strategy.render_messages(conversation.messages)
+    rendered = Rendered(pieces, conversation.weights, conversation.media)
+    if not any(w > 0 and _has_tokens(p) for p, w in zip(pieces, rendered.piece_weights())):
+        raise RowError(
+            "nothing_to_train",
+            "no assistant message with loss_weight > 0 to train on (train_on='last' uses only the last "
+            "assistant message); add an assistant turn or fix loss_weight",
+            "messages",
+        )
+    return rendered
+
+
+def _has_tokens(piece: Piece) -> bool:
+    return bool(piece.text) if piece.ids is None else piece.ids.size > 0
+
+
+def encode_rendered(tokenizer: AutoTokenizer, rows: list[Rendered]) -> Encoded:
+    texts: dict[str, int] = {}  # text -> slot; one encode call for the distinct texts
+    markup: dict[int, int] = {}  # id(ids array) -> slot; cached format runs are shared objects
+    markup_arrays: list[np.ndarray] = []
+    slots: list[int] = []  # per piece: text slot k, or markup slot as -(m + 1)
+    for row in rows:
+        for p in row.pieces:
+            slots.append(_slot(p, texts, markup, markup_arrays))
+    text_ids = tokenizer.encode_ragged(list(texts))
+    pieces = _gather(text_ids, Ragged.from_lists(markup_arrays), np.asarray(slots, dtype=np.int64))
+    row_starts = offsets_from_lengths(np.fromiter((len(r.pieces) for r in rows), np.int64, len(rows)))
+    offsets = pieces.offsets[row_starts]
+    piece_weights = np.fromiter((w for r in rows for w in r.piece_weights()), np.float32, len(slots))
+    weight = Ragged(np.repeat(piece_weights, pieces.lengths), offsets)
+    return Encoded(Ragged(pieces.values, offsets), weight)
+
+
+def _slot(piece: Piece, texts: dict[str, int], markup: dict[int, int], arrays: list[np.ndarray]) -> int:
+    if piece.ids is None:
+        return texts.setdefault(piece.text, len(texts))
+    key = id(piece.ids)
+    if key not in markup:
+        markup[key] = len(arrays)
+        arrays.append(piece.ids)
+    return -(markup[key] + 1)
+
+
+def _gather(text_ids: Ragged, markup_ids: Ragged, slots: np.ndarray) -> Ragged:
+    """The pieces in order, one row each: text slots index text_ids, negative ones markup_ids."""
+    n_text = len(text_ids)
+    values = np.concatenate([text_ids.values.astype(np.int32, copy=False), markup_ids.values])
+    offsets = np.concatenate([text_ids.offsets, markup_ids.offsets[1:] + text_ids.offsets[-1]])
+    order = np.where(slots >= 0, slots, n_text - slots - 1)
+    return Ragged(values, offsets).select(order)
+
+
+def first_true(mask: Ragged) -> np.ndarray:
+    """Per row, the index of its first True (its length when it has none)."""
+    first = mask.lengths.copy()
+    hits = np.flatnonzero(mask.values)
+    if hits.size:
+        rows = np.searchsorted(mask.offsets, hits, side="right") - 1
+        hit_rows, at = np.unique(rows, return_index=True)
+        first[hit_rows] = hits[at] - mask.offsets[hit_rows]
+    return first

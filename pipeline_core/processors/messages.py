@@ -1,0 +1,174 @@
+"""Rows as conversations: what the sft and dpo processors read, whatever shape a row has.
+
+Accepted rows (one batch may mix them):
+
+- sft: ``{"messages": [...]}`` (v1, validated exactly like the ``messages`` converter) or
+  ``{"query", "response"}`` (-> a user and an assistant message);
+- dpo: ``{"chosen_messages", "rejected_messages"}`` or ``{"query", "chosen", "rejected"}``.
+
+With ``converter=`` (a registered converter name or a callable ``row -> sample``) every raw row
+is converted first, so raw alpaca / sharegpt / pair JSONL can be cached directly.
+
+Loss weight per message, by ``train_on``: ``"all"``: every assistant message weighs its
+``loss_weight`` (0 when it is <= 0); ``"last"``: only the last assistant message does. Other
+roles weigh 0. A tool-call turn (an assistant message with tool_calls blocks and no text) is masked out by
+default, with the observations that answer it; ``train_tool_calls=True`` trains on it the way
+LLaMA-Factory does. The normalizer applies to text and reasoning blocks, not to the JSON of tools and
+tool calls, which must stay valid JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, is_dataclass
+from typing import Any, Literal
+
+from pipeline_core.converters.messages import validate_messages
+from pipeline_core.converters.registry import ConverterFactory
+from pipeline_core.converters.sample import Message, text_message
+from pipeline_core.errors import ConfigError, RowError
+from pipeline_core.processors.base import require_text
+from pipeline_core.processors.media import MediaPolicy, check_policy, media_refs
+
+TrainOn = Literal["all", "last"]
+TRAIN_ON = ("all", "last")
+PAIR_KEYS = ("chosen_messages", "rejected_messages")
+NORMALIZED_BLOCKS = ("text", "reasoning")
+Normalize = Callable[[str], str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    messages: list[Message]
+    weights: list[float]  # per message
+    media: list[dict]  # references kept under media="keep" (processors/media.py)
+
+
+def resolve_converter(converter: str | Callable | None) -> tuple[Callable | None, str | None]:
+    """(the converter callable, its name for describe())."""
+    if converter is None:
+        return None, None
+    if isinstance(converter, str):
+        return ConverterFactory.create(converter), converter
+    if not callable(converter):
+        raise ConfigError(f"converter must be a converter name or a callable row -> sample, got {converter!r}")
+    if is_dataclass(converter):  # the registered converters: their repr holds their column/tag options
+        return converter, repr(converter)
+    return converter, getattr(converter, "__qualname__", type(converter).__qualname__)
+
+
+def check_train_on(train_on: str) -> TrainOn:
+    if train_on not in TRAIN_ON:
+        raise ConfigError(f"train_on must be 'all' (every assistant turn) or 'last' (the last one), got {train_on!r}")
+    return train_on  # type: ignore[return-value]
+
+
+def message_weights(messages: list[Message], train_on: TrainOn, train_tool_calls: bool = False) -> list[float]:
+    weights = [max(m["loss_weight"], 0.0) if m["role"] == "assistant" else 0.0 for m in messages]
+    if not train_tool_calls:
+        weights = [0.0 if _only_tool_calls(m) else w for m, w in zip(messages, weights)]
+    if train_on == "last":
+        last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+        weights = [w if i == last else 0.0 for i, w in enumerate(weights)]
+    return weights
+
+
+def _only_tool_calls(message: Message) -> bool:
+    kinds = {b["type"] for b in message["content"] if b["type"] != "text" or b["value"].strip()}
+    return "tool_calls" in kinds and kinds <= {"tool_calls", "reasoning"}
+
+
+class ConversationReader:
+    """Turns one row into its conversation(s): converter, validation, normalizer, weights, media."""
+
+    def __init__(
+        self,
+        converter: str | Callable | None = None,
+        train_on: str = "all",
+        media: str = "skip",
+        query_key: str = "query",
+        train_tool_calls: bool = False,
+    ) -> None:
+        self.converter, self.converter_name = resolve_converter(converter)
+        self.train_on: TrainOn = check_train_on(train_on)
+        self.media: MediaPolicy = check_policy(media)
+        self.query_key = query_key
+        self.train_tool_calls = bool(train_tool_calls)
+
+    def describe(self) -> dict:
+        return {
+            "converter": self.converter_name,
+            "train_on": self.train_on,
+            "train_tool_calls": self.train_tool_calls,
+            "media": self.media,
+        }
+
+    def sft(self, row: Any, response_key: str = "response", normalize: Normalize = None) -> Conversation:
+        row = self._converted(row)
+        if "messages" in row:
+            return self._conversation(validate_messages(row, "messages"), normalize, "messages")
+        if any(k in row for k in PAIR_KEYS):
+            raise RowError(
+                "wrong_shape",
+                "this row is a preference pair (chosen_messages/rejected_messages); use the dpo processor",
+            )
+        _require_one_shape(row, ("messages", self.query_key), response_key)
+        query, response = (require_text(row, k) for k in (self.query_key, response_key))
+        return self._conversation(_single_turn(query, response), normalize)
+
+    def pair(self, row: Any, normalize: Normalize = None) -> tuple[Conversation, Conversation]:
+        row = self._converted(row)
+        if any(k in row for k in PAIR_KEYS):
+            chosen, rejected = (self._conversation(validate_messages(row, k), normalize, k) for k in PAIR_KEYS)
+            return chosen, rejected
+        if "messages" in row:
+            raise RowError(
+                "wrong_shape",
+                "this row is one conversation (messages); dpo needs chosen_messages and "
+                "rejected_messages, or query/chosen/rejected",
+            )
+        _require_one_shape(row, ("chosen_messages", self.query_key), "chosen")
+        query, chosen, rejected = (require_text(row, k) for k in (self.query_key, "chosen", "rejected"))
+        return (
+            self._conversation(_single_turn(query, chosen), normalize),
+            self._conversation(_single_turn(query, rejected), normalize),
+        )
+
+    def _converted(self, row: Any) -> Mapping[str, Any]:
+        if self.converter is not None:
+            row = self.converter(row)
+        _require_object(row)
+        return row
+
+    def _conversation(self, messages: list[Message], normalize: Normalize, key: str = "messages") -> Conversation:
+        refs = media_refs(messages, self.media, key)
+        messages = [_normalized(m, normalize) for m in messages] if normalize else messages
+        return Conversation(messages, message_weights(messages, self.train_on, self.train_tool_calls), refs)
+
+
+def _require_object(row: Any) -> None:
+    if not isinstance(row, Mapping):
+        raise RowError("not_an_object", f"row is a {type(row).__name__}, expected a JSON object")
+
+
+def _require_one_shape(row: Mapping[str, Any], shapes: tuple[str, str], second: str) -> None:
+    """A row with neither shape's first key names both shapes (and the converter option)."""
+    if not any(k in row for k in shapes):
+        messages_key, query_key = shapes
+        raise RowError(
+            "missing_field",
+            f"row has neither {messages_key!r} nor {query_key!r}/{second!r}; row has {sorted(row)}. "
+            "For raw alpaca/sharegpt rows pass converter=...",
+            messages_key,
+        )
+
+
+def _single_turn(query: str, response: str) -> list[Message]:
+    return [text_message("user", query), text_message("assistant", response)]
+
+
+def _normalized(message: Message, normalize: Callable[[str], str]) -> Message:
+    content = [
+        {**b, "value": normalize(b["value"])} if b["type"] in NORMALIZED_BLOCKS else b for b in message["content"]
+    ]
+    return {**message, "content": content}
