@@ -14,7 +14,7 @@ from flows.reporting import Progress, publish_cache_report
 from flows.run_record import save_run_record
 from flows.storage import result_storage_for
 from pipeline_core.build import build_processor, load_tokenizer
-from pipeline_core.io.cache import list_inputs, output_names
+from pipeline_core.io.cache import CacheOptions, list_inputs, output_names
 from pipeline_core.io.fs import url_to_fs
 from pipeline_core.io.hashing import FileDigest, matches
 from pipeline_core.redact import protect_secrets
@@ -30,7 +30,7 @@ def make_job(params: CacheParams) -> CacheJob:
     tokenizer = load_tokenizer(params.tokenizer.spec())
     spec = params.processor_spec()
     build_processor(spec, tokenizer)
-    return CacheJob(
+    job = CacheJob(
         input_url=str(params.input),
         output_dir=params.output,
         tokenizer=params.tokenizer.spec().__dict__,
@@ -38,10 +38,16 @@ def make_job(params: CacheParams) -> CacheJob:
         tokenizer_fingerprint=tokenizer.fingerprint,
         pack_size=params.pack_size,
         pad_value=params.pad_value,
+        packing=params.packing,
+        bfd_window=params.bfd_window,
+        output_format=params.output_format,
+        split_sentences=params.split_sentences,
         on_error=params.on_error,
         batch_size=params.batch_size,
         endpoint=params.run.storage.endpoint_url,
     )
+    CacheOptions(**job.cache_options())  # impossible combinations fail here, before any task
+    return job
 
 
 def chunk_inputs(value: str | list[str], storage: dict) -> list[str]:

@@ -104,6 +104,10 @@ def cache(
     overflow: Annotated[str, Opt(help="drop | truncate")] = "drop",
     on_error: Annotated[str, Opt(help="skip | raise")] = "skip",
     normalize: Annotated[bool, Opt(help="apply the default text normalizer")] = False,
+    packing: Annotated[str, Opt(help="concat | bfd (whole samples, best fit)")] = "concat",
+    output_format: Annotated[str, Opt(help="hdf5 | megatron | both")] = "hdf5",
+    split_sentences: Annotated[bool, Opt(help="pt: one item per sentence")] = False,
+    overwrite: Annotated[bool, Opt(help="replace outputs written with other settings")] = False,
     task_runner: Annotated[str, Opt(help="threads | processes | dask")] = "threads",
     max_workers: Annotated[int, Opt()] = 2,
     endpoint_url: Annotated[str | None, Opt(help="S3-compatible endpoint")] = None,
@@ -123,6 +127,10 @@ def cache(
         overflow=overflow,
         on_error=on_error,
         normalizer=normalize,
+        packing=packing,
+        output_format=output_format,
+        split_sentences=split_sentences,
+        overwrite=overwrite,
         run={"task_runner": task_runner, "max_workers": max_workers, "storage": {"endpoint_url": endpoint_url}},
     )
     _print_summary(_run_flow("cache", _validated(CacheParams, data)))

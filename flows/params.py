@@ -108,6 +108,12 @@ class CacheParams(BaseModel):
     processor_kwargs: dict = Field(default_factory=dict, description="e.g. converter, train_on, media")
     pack_size: int = Field(0, ge=0, description="0 = no packing")
     pad_value: int | None = None
+    packing: Literal["concat", "bfd"] = Field(
+        "concat", description="concat: stream documents end to end; bfd: whole samples, best fit"
+    )
+    bfd_window: int = Field(1000, gt=0, description="samples considered at once by bfd (bounds memory)")
+    output_format: Literal["hdf5", "megatron", "both"] = "hdf5"
+    split_sentences: bool = Field(False, description="pt only: one item per sentence, document boundaries kept")
     normalizer: bool = False
     normalizer_rules: dict[str, str] = Field(default_factory=dict)
     max_length: int | None = Field(None, gt=0)

@@ -45,6 +45,7 @@ class AutoTokenizer:
         self._backend_choice = backend
         self._backend: EncodeBackend = create_backend(self._json, backend)
         self._roles: dict[str, str] = {}
+        self._fingerprint: str | None = None
         self.chat_template = chat_template
         for role, token in (roles or {}).items():
             self._set_role(role, token)
@@ -132,6 +133,7 @@ class AutoTokenizer:
     def _set_role(self, role: str, token: str | None) -> None:
         if role not in ROLES:
             raise ValueError(f"unknown tokenizer role {role!r}; roles are {', '.join(ROLES)}")
+        self._fingerprint = None
         if token is None:
             self._roles.pop(role, None)
             return
@@ -201,11 +203,16 @@ class AutoTokenizer:
     # ---- identity -----------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
-        """sha256 of the canonical tokenizer.json plus the roles: the tokenizer part of cache keys."""
-        canonical = json.dumps(json.loads(self._json), sort_keys=True, separators=(",", ":"))
-        digest = hashlib.sha256(canonical.encode("utf-8"))
-        digest.update(json.dumps(self._roles, sort_keys=True).encode("utf-8"))
-        return digest.hexdigest()
+        """sha256 of the canonical tokenizer.json plus the roles: the tokenizer part of cache keys.
+
+        Computed once (about a second for a 50k vocabulary); roles are fixed after construction.
+        """
+        if self._fingerprint is None:
+            canonical = json.dumps(json.loads(self._json), sort_keys=True, separators=(",", ":"))
+            digest = hashlib.sha256(canonical.encode("utf-8"))
+            digest.update(json.dumps(self._roles, sort_keys=True).encode("utf-8"))
+            self._fingerprint = digest.hexdigest()
+        return self._fingerprint
 
     def __repr__(self) -> str:
         return f"AutoTokenizer(vocab_size={self.vocab_size}, roles={self._roles}, backend={self.backend_name})"

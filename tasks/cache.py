@@ -39,6 +39,7 @@ def cache_chunk(
         raise RuntimeError(
             f"{chunk.url} changed while it was being cached (sha256 {chunk.sha256[:12]} -> {stats.source_sha256[:12]}); run again"
         )
+    stats.output_url = stats.output_url or _megatron_index(stats)
     written = file_digest(stats.output_url, storage_options)
     get_run_logger().info(
         "%s: %d samples, %d skipped, %.1fs", stats.output_url, stats.samples_written, stats.rows_skipped, stats.seconds
@@ -51,6 +52,12 @@ def _still_valid(committed: dict, job: CacheJob, chunk: ChunkDigest, storage_opt
     if committed.get("source_sha256") != chunk.sha256 or committed.get("output_url") != expected_url:
         return False
     return matches(expected_url, FileDigest(committed["sha256"], committed["size"]), storage_options)
+
+
+def _megatron_index(stats) -> str:
+    """Megatron-only output: the first key's .idx (published after its .bin) stands for the chunk."""
+    key = sorted(stats.megatron_prefixes)[0]
+    return stats.megatron_prefixes[key] + ".idx"
 
 
 def _counts(stats) -> dict:

@@ -18,9 +18,26 @@ class CacheJob(BaseModel):
     tokenizer_fingerprint: str
     pack_size: int = 0
     pad_value: int | None = None
+    packing: str = "concat"
+    bfd_window: int = 1000
+    output_format: str = "hdf5"
+    split_sentences: bool = False
     on_error: str = "skip"
     batch_size: int = 1024
     endpoint: str | None = None  # part of the output's identity; credentials are not
+
+    def cache_options(self) -> dict:
+        """Keyword arguments of pipeline_core's CacheOptions."""
+        return {
+            "pack_size": self.pack_size,
+            "pad_value": self.pad_value,
+            "on_error": self.on_error,
+            "batch_size": self.batch_size,
+            "output_format": self.output_format,
+            "packing": self.packing,
+            "bfd_window": self.bfd_window,
+            "split_sentences": self.split_sentences,
+        }
 
     def settings(self) -> dict:
         """What every output of the run depends on besides its input: tokenizer, settings, format."""
@@ -29,9 +46,7 @@ class CacheJob(BaseModel):
         return {
             "tokenizer": self.tokenizer_fingerprint,
             "processor": self.processor,
-            "pack_size": self.pack_size,
-            "pad_value": self.pad_value,
-            "on_error": self.on_error,
+            **{k: v for k, v in self.cache_options().items() if k != "batch_size"},
             "format_version": FORMAT_VERSION,
         }
 

@@ -52,6 +52,7 @@ def fetch_files(directory: str, suffix: str | None = None, storage_options: dict
     """Files directly inside ``directory`` (optionally ending in ``suffix``), as URLs, sorted naturally."""
     fs, root = url_to_fs(directory, storage_options)
     prefix = protocol_prefix(directory)
+    fs.invalidate_cache(root)  # another process may have written here since we last listed
     entries = fs.ls(root, detail=True)
     names = [e["name"] for e in entries if e["type"] == "file"]
     if suffix:
@@ -62,6 +63,7 @@ def fetch_files(directory: str, suffix: str | None = None, storage_options: dict
 def fetch_folders(root_dir: str, storage_options: dict | None = None) -> list[str]:
     fs, root = url_to_fs(root_dir, storage_options)
     prefix = protocol_prefix(root_dir)
+    fs.invalidate_cache(root)
     names = [e["name"] for e in fs.ls(root, detail=True) if e["type"] == "directory"]
     return [prefix + n if prefix else n for n in sorted(names, key=natural_key)]
 
@@ -97,15 +99,26 @@ def local_staging(url: str, storage_options: dict | None = None, suffix: str = "
             os.unlink(tmp)
 
 
+UPLOAD_CHUNKSIZE = 64 << 20  # multipart part size for remote uploads (files over 2x use multipart)
+
+
 def publish(local_tmp: str, fs: fsspec.AbstractFileSystem, path: str) -> None:
+    """Move a finished local file to its final name: a rename locally, one upload remotely.
+
+    An upload is all or nothing: a single PUT, or a multipart upload that s3fs completes only
+    after every part arrived and aborts when a part fails.
+    """
     if is_local(fs):
         os.replace(local_tmp, path)
+        return
+    parent = path.rsplit("/", 1)[0]
+    with contextlib.suppress(Exception):
+        fs.makedirs(parent, exist_ok=True)
+    if "s3" in (fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)):
+        fs.put_file(local_tmp, path, chunksize=UPLOAD_CHUNKSIZE)
     else:
-        parent = path.rsplit("/", 1)[0]
-        with contextlib.suppress(Exception):
-            fs.makedirs(parent, exist_ok=True)
         fs.put_file(local_tmp, path)
-        fs.invalidate_cache(parent)
+    fs.invalidate_cache(parent)
 
 
 def write_bytes_atomic(url: str, data: bytes, storage_options: dict | None = None) -> None:
