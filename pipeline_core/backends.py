@@ -16,6 +16,7 @@ Backends, by name (``create_backend``):
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Callable
 from itertools import chain
@@ -70,15 +71,31 @@ def create_backend(tokenizer_json: str, backend: str = "auto") -> EncodeBackend:
     return build(tokenizer_json)
 
 
+# sha256 of a tokenizer.json -> None when gigatoken reproduced `tokenizers` on it, else why not.
+# Pipelines and tests load the same tokenizer many times in one process; the verdict cannot
+# change within a process (same tokenizer, same gigatoken), so the probe check runs once.
+_VERDICTS: dict[str, str | None] = {}
+
+
 def _forced_gigatoken(tokenizer_json: str) -> EncodeBackend:
-    candidate = GigatokenBackend(tokenizer_json)  # a tokenizer gigatoken cannot load fails here, first
-    return _verified(candidate, TokenizersBackend(tokenizer_json), tokenizer_json)
+    key = hashlib.sha256(tokenizer_json.encode("utf-8")).hexdigest()
+    if _VERDICTS.get(key) is not None:
+        raise GigatokenUnavailable(_VERDICTS[key])
+    try:
+        candidate = GigatokenBackend(tokenizer_json)  # a tokenizer gigatoken cannot load fails here, first
+        if key not in _VERDICTS:
+            _verify(candidate, TokenizersBackend(tokenizer_json), tokenizer_json)
+    except GigatokenUnavailable as err:
+        _VERDICTS[key] = err.reason
+        raise
+    _VERDICTS[key] = None
+    candidate.verified = True
+    return candidate
 
 
 def _auto(tokenizer_json: str) -> EncodeBackend:
     try:
-        candidate = GigatokenBackend(tokenizer_json)
-        return _verified(candidate, TokenizersBackend(tokenizer_json), tokenizer_json)
+        return _forced_gigatoken(tokenizer_json)
     except GigatokenUnavailable as err:
         warnings.warn(f"{err.reason}; using the slower tokenizers backend", stacklevel=3)
         fallback = TokenizersBackend(tokenizer_json)
@@ -86,13 +103,11 @@ def _auto(tokenizer_json: str) -> EncodeBackend:
         return fallback
 
 
-def _verified(candidate: GigatokenBackend, reference: EncodeBackend, tokenizer_json: str) -> GigatokenBackend:
-    """``candidate`` marked verified if it matches ``reference`` on the probe set, else GigatokenMismatch."""
+def _verify(candidate: GigatokenBackend, reference: EncodeBackend, tokenizer_json: str) -> None:
+    """GigatokenMismatch unless ``candidate`` gives the ids of ``reference`` on the probe set."""
     mismatch = verify_backend(candidate, reference, probe_texts(tokenizer_json))
     if mismatch is not None:
         raise GigatokenMismatch(mismatch)
-    candidate.verified = True
-    return candidate
 
 
 _BUILDERS: dict[str, Callable[[str], EncodeBackend]] = {
