@@ -21,10 +21,13 @@ from pipeline_core.io import (
     read_attrs,
     save_h5,
 )
+from pipeline_core.io.export import export_source, plan_chunks
 from pipeline_core.packing import SequencePacker
 from pipeline_core.processors import ProcessedBatch, Processor, ProcessorFactory
 from pipeline_core.ragged import Ragged
+from pipeline_core.sources import open_source
 from pipeline_core.strategies import AlpacaStrategy, ChatMLStrategy, PromptStrategy, StrategyFactory
+from pipeline_core.template_strategy import TemplateStrategy
 from pipeline_core.text import DEFAULT_REPLACEMENTS, TextNormalizer
 from pipeline_core.tokenizer import AutoTokenizer
 from pipeline_core.version import FORMAT_VERSION
@@ -50,15 +53,19 @@ __all__ = [
     "RowError",
     "SequencePacker",
     "StrategyFactory",
+    "TemplateStrategy",
     "TextNormalizer",
     "cache_file",
     "cache_jsonl",
     "export_chunk",
     "export_dataset",
+    "export_source",
     "fetch_files",
     "fetch_folders",
     "load_h5",
     "merge_megatron",
+    "open_source",
+    "plan_chunks",
     "read_attrs",
     "save_h5",
 ]

@@ -232,10 +232,6 @@ def _segments(text: str, spans: list[Span], owners: list[int]) -> list[tuple[str
 
 
 def _encode_with_starts(tokenizer: AutoTokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
-    """The markup ids of ``text`` (== encode_markup) and each token's start character.
-
-    AutoTokenizer has no public offsets API, so this reads its markup `tokenizers` object.
-    """
-    encoding = tokenizer._markup.encode(text, add_special_tokens=False)
-    starts = np.fromiter((s for s, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
-    return np.asarray(encoding.ids, dtype=np.int32), starts
+    """The markup ids of ``text`` (== encode_markup) and each token's start character."""
+    ids, starts = tokenizer.encode_markup_with_offsets(text)
+    return np.asarray(ids, dtype=np.int32), np.asarray(starts, dtype=np.int64)

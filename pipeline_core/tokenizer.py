@@ -111,6 +111,11 @@ class AutoTokenizer:
         """Encode pipeline-written text: special-token strings become their special ids."""
         return self._markup.encode(text, add_special_tokens=False).ids
 
+    def encode_markup_with_offsets(self, text: str) -> tuple[list[int], list[int]]:
+        """``encode_markup(text)`` and the start character of each token in ``text``."""
+        encoding = self._markup.encode(text, add_special_tokens=False)
+        return encoding.ids, [start for start, _ in encoding.offsets]
+
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         return self._markup.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 

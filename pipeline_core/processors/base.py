@@ -175,11 +175,14 @@ class ProcessorFactory:
 
     @classmethod
     def create(cls, type_name: str, tokenizer: AutoTokenizer, **kwargs) -> Processor:
-        """A processor with its default strategy (chatml for sft/dpo)."""
+        """A processor with its default strategy (chatml for sft/dpo); ``kwargs`` go to the processor.
+
+        ``strategy`` may be a strategy object or a registered name (built with its defaults).
+        """
         klass = cls._class(type_name)
         strategy = kwargs.pop("strategy", None)
         if isinstance(strategy, str):
-            return cls.create_with_strategy_name(type_name, tokenizer, strategy, **kwargs)
+            return cls.create_with_strategy_name(type_name, tokenizer, strategy, processor_kwargs=kwargs)
         if strategy is None and getattr(klass, "default_strategy", None):
             from pipeline_core.strategies import StrategyFactory
 
