@@ -7,7 +7,7 @@ import time
 from prefect import flow, unmapped
 from prefect.logging import get_run_logger
 
-from flows.chunks import collect, raise_failures
+from flows.chunks import in_order, output_matches, rebuild_bad_hits, run_chunks
 from flows.commit import Committer
 from flows.params import CacheParams, redacted
 from flows.reporting import Progress, publish_cache_report
@@ -15,13 +15,11 @@ from flows.run_record import save_run_record
 from flows.storage import result_storage_for
 from pipeline_core.build import build_processor, load_tokenizer
 from pipeline_core.io.cache import CacheOptions, list_inputs, output_names
-from pipeline_core.io.fs import url_to_fs
-from pipeline_core.io.hashing import FileDigest, matches
 from pipeline_core.redact import protect_secrets
 from tasks.cache import cache_chunk
 from tasks.hashing import hash_chunk
 from tasks.keys import digest
-from tasks.models import CacheJob, ChunkResult
+from tasks.models import CacheJob
 from tasks.retry import backoff_delays
 
 
@@ -55,13 +53,6 @@ def chunk_inputs(value: str | list[str], storage: dict) -> list[str]:
     return [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")]
 
 
-def hit_is_valid(result: ChunkResult, how: str, storage_options: dict) -> bool:
-    if how == "size":
-        fs, path = url_to_fs(result.output_url, storage_options)
-        return fs.exists(path) and fs.size(path) == result.size
-    return matches(result.output_url, FileDigest(result.sha256, result.size), storage_options)
-
-
 def _name(url: str) -> str:
     return url.rsplit("/", 1)[-1]
 
@@ -86,24 +77,16 @@ def cache_flow(params: CacheParams) -> dict:
     digests = hash_chunk.map(inputs, unmapped(storage))
     futures = task.map(unmapped(job), digests, unmapped(storage), committed)
     progress = Progress(len(inputs), "h5pipe-cache-progress", f"chunks cached into {params.output}")
-
-    def finished(i: int, result: ChunkResult | None) -> None:
-        progress.advance()
-        if result is not None:
-            committer.record(result)
-
-    outcome = collect(futures, inputs, finished)
-    raise_failures(outcome, inputs)
-    for i in [i for i, hit in outcome.cached.items() if hit]:
-        if not hit_is_valid(outcome.results[i], params.run.verify_hits, storage):
-            logger.warning("cache hit for %s points at a missing or changed output; rebuilding", inputs[i])
-            outcome.results[i] = (
-                task.with_options(refresh_cache=True).submit(job, digests[i].result(), storage).result()
-            )
-            outcome.cached[i] = False
-            committer.record(outcome.results[i])
-    results = [outcome.results[i] for i in range(len(inputs))]
-    cached = [outcome.cached[i] for i in range(len(inputs))]
+    outcome = run_chunks(futures, inputs, progress, committer)
+    rebuild_bad_hits(
+        outcome,
+        inputs,
+        lambda result: output_matches(result, params.run.verify_hits, storage),
+        lambda i: task.with_options(refresh_cache=True).submit(job, digests[i].result(), storage).result(),
+        committer,
+        logger,
+    )
+    results, cached = in_order(outcome, len(inputs))
     summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started)
     save_run_record(
         params.output, "cache", redacted(params), summary, storage, tokenizer_fingerprint=job.tokenizer_fingerprint

@@ -51,3 +51,41 @@ def raise_failures(outcome: ChunkOutcome, names: list[str]) -> None:
     if outcome.failures:
         lines = [f"  {names[i]}: {why}" for i, why in sorted(outcome.failures.items())]
         raise ChunksFailed(f"{len(outcome.failures)} of {len(names)} chunks failed:\n" + "\n".join(lines))
+
+
+def output_matches(result, how: str, storage_options: dict) -> bool:
+    """Does the file a result describes still exist with its recorded size (and sha256)?"""
+    from pipeline_core.io.fs import url_to_fs
+    from pipeline_core.io.hashing import FileDigest, matches
+
+    if how == "size":
+        fs, path = url_to_fs(result.output_url, storage_options)
+        return fs.exists(path) and fs.size(path) == result.size
+    return matches(result.output_url, FileDigest(result.sha256, result.size), storage_options)
+
+
+def run_chunks(futures: list[PrefectFuture], names: list[str], progress, committer) -> ChunkOutcome:
+    """Collect mapped chunk tasks: advance the progress and commit each result as it lands."""
+
+    def finished(i: int, result) -> None:
+        progress.advance()
+        if result is not None:
+            committer.record(result)
+
+    outcome = collect(futures, names, finished)
+    raise_failures(outcome, names)
+    return outcome
+
+
+def rebuild_bad_hits(outcome: ChunkOutcome, names: list[str], is_valid, rebuild, committer, logger) -> None:
+    """A cache hit whose output is gone or changed is recomputed (``rebuild(i)``), never trusted."""
+    for i in [i for i, hit in outcome.cached.items() if hit]:
+        if not is_valid(outcome.results[i]):
+            logger.warning("cache hit for %s points at a missing or changed output; rebuilding", names[i])
+            outcome.results[i] = rebuild(i)
+            outcome.cached[i] = False
+            committer.record(outcome.results[i])
+
+
+def in_order(outcome: ChunkOutcome, n: int) -> tuple[list, list[bool]]:
+    return [outcome.results[i] for i in range(n)], [outcome.cached[i] for i in range(n)]

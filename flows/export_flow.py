@@ -8,7 +8,7 @@ from prefect import flow, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.logging import get_run_logger
 
-from flows.chunks import collect, raise_failures
+from flows.chunks import in_order, output_matches, rebuild_bad_hits, run_chunks
 from flows.commit import Committer
 from flows.params import ExportParams, redacted
 from flows.reporting import Progress, summary_markdown
@@ -16,7 +16,6 @@ from flows.run_record import save_run_record
 from flows.storage import result_storage_for
 from pipeline_core.io.export import chunk_count
 from pipeline_core.io.fs import url_to_fs
-from pipeline_core.io.hashing import FileDigest, matches
 from pipeline_core.process_func import load_process_func, source_hash
 from pipeline_core.redact import protect_secrets
 from tasks.export import export_chunk_task, export_stream_task
@@ -81,10 +80,6 @@ def _dataset_counts(counts, rows_read: dict[str, int], results: list[ExportChunk
     return d
 
 
-def _valid(r: ExportChunkResult, storage: dict) -> bool:
-    return matches(r.output_url, FileDigest(r.sha256, r.size), storage)
-
-
 @flow(name="h5pipe-export", validate_parameters=True)
 def export_flow(params: ExportParams) -> dict:
     started = time.perf_counter()
@@ -105,7 +100,8 @@ def export_flow(params: ExportParams) -> dict:
         for r in results:
             committer.record(r)
     else:
-        results, cached = _run_mapped(job, storage, options, chunk_count(source.num_rows, params.chunk_size), committer)
+        n = chunk_count(source.num_rows, params.chunk_size)
+        results, cached = _run_mapped(job, storage, options, n, committer, params.run.verify_hits)
     summary = export_totals(results, cached, source)
     summary["seconds"] = round(time.perf_counter() - started, 3)
     create_table_artifact(
@@ -125,24 +121,21 @@ def export_flow(params: ExportParams) -> dict:
     }
 
 
-def _run_mapped(job: ExportJob, storage: dict, options: dict, n: int, committer: Committer):
+def _run_mapped(job: ExportJob, storage: dict, options: dict, n: int, committer: Committer, verify: str):
     task = export_chunk_task.with_options(**options)
     names = [f"{job.prefix}_chunk_{i}" for i in range(n)]
     futures = task.map(unmapped(job), list(range(n)), unmapped(storage))
     progress = Progress(n, "h5pipe-export-progress", f"chunks exported to {job.output_dir}")
-
-    def finished(i: int, result: ExportChunkResult | None) -> None:
-        progress.advance()
-        if result is not None:
-            committer.record(result)
-
-    outcome = collect(futures, names, finished)
-    raise_failures(outcome, names)
-    for i in [i for i, hit in outcome.cached.items() if hit]:
-        if not _valid(outcome.results[i], storage):
-            outcome.results[i] = task.with_options(refresh_cache=True).submit(job, i, storage).result()
-            outcome.cached[i] = False
-    return [outcome.results[i] for i in range(n)], [outcome.cached[i] for i in range(n)]
+    outcome = run_chunks(futures, names, progress, committer)
+    rebuild_bad_hits(
+        outcome,
+        names,
+        lambda result: output_matches(result, verify, storage),
+        lambda i: task.with_options(refresh_cache=True).submit(job, i, storage).result(),
+        committer,
+        get_run_logger(),
+    )
+    return in_order(outcome, n)
 
 
 def _run_stream(job: ExportJob, storage: dict, options: dict):
@@ -150,6 +143,6 @@ def _run_stream(job: ExportJob, storage: dict, options: dict):
     state = task(job, storage, return_state=True)
     results = state.result()
     hit = state.name == "Cached"
-    if hit and not all(_valid(r, storage) for r in results):
+    if hit and not all(output_matches(r, "sha256", storage) for r in results):
         results, hit = task.with_options(refresh_cache=True)(job, storage), False
     return results, [hit] * len(results)

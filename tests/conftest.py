@@ -126,3 +126,16 @@ def s3_bucket(s3_endpoint, request):
     fs.mkdir(name)
     yield f"s3://{name}", options
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture()
+def hf_offline(monkeypatch, tmp_path_factory):
+    """No network for datasets / huggingface_hub, and a private datasets cache."""
+    import datasets
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path_factory.getbasetemp() / "hf-cache"))

@@ -6,6 +6,8 @@ from datasets import Dataset
 
 from pipeline_core import export_dataset, fetch_files
 
+pytestmark = pytest.mark.usefixtures("hf_offline")
+
 
 def read_lines(url):
     with open(url, encoding="utf-8") as f:
@@ -58,18 +60,6 @@ BAD_ROWS = [
     {"instruction": "No answer", "input": ""},  # alpaca without output
     {"instruction": "Say hi", "input": "", "output": "hi"},
 ]
-
-
-@pytest.fixture(autouse=True)
-def hf_offline(monkeypatch, tmp_path_factory):
-    import datasets
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path_factory.getbasetemp() / "hf-cache"))
 
 
 def write_jsonl(path, rows):

@@ -19,17 +19,7 @@ from pipeline_core.io.export import export_chunk, export_source, plan_chunks
 from pipeline_core.sources import Interleave, Selection, apportion, mix_counts, open_source
 from pipeline_core.sources.mixing import Subset
 
-
-@pytest.fixture(autouse=True)
-def hf_offline(monkeypatch, tmp_path_factory):
-    import datasets
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path_factory.getbasetemp() / "hf-cache"))
+pytestmark = pytest.mark.usefixtures("hf_offline")
 
 
 # --- the plan -------------------------------------------------------------------------------------

@@ -15,20 +15,9 @@ from datasets import Dataset
 from pipeline_core.errors import ConfigError
 from pipeline_core.sources import DatasetSource, locate, open_source
 
+pytestmark = pytest.mark.usefixtures("hf_offline")
+
 ROWS = [{"id": i, "text": f"row {i} é"} for i in range(7)]
-
-
-@pytest.fixture(autouse=True)
-def hf_offline(monkeypatch, tmp_path_factory):
-    """No network for datasets / huggingface_hub, and a private datasets cache."""
-    import datasets
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path_factory.getbasetemp() / "hf-cache"))
 
 
 def write_jsonl(path, rows):

@@ -16,6 +16,8 @@ from pipeline_core.io.export import export_source
 from pipeline_core.sources import open_source, parse_dataset_info, read_dataset_info
 from tests.conftest import load_json_or_jsonl
 
+pytestmark = pytest.mark.usefixtures("hf_offline")
+
 # The shipped dataset_info.json has no entries for the v1 files; these are theirs.
 V1_ENTRIES = {
     "v1_sft_demo": {"file_name": "v1_sft_demo.jsonl", "converter": "messages"},
@@ -31,18 +33,6 @@ FIXTURES = [
     "c4_demo",
     "mllm_demo",
 ]
-
-
-@pytest.fixture(autouse=True)
-def hf_offline(monkeypatch, tmp_path_factory):
-    import datasets
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path_factory.getbasetemp() / "hf-cache"))
 
 
 def fixture_entries(llamafactory: Path) -> dict[str, dict]:
