@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from pipeline_core.io.h5 import data_keys
 from pipeline_core.io.h5_sink import H5Sink
 from pipeline_core.io.keys import KeyLayout
 from pipeline_core.io.megatron_out import MegatronSink
@@ -61,7 +62,8 @@ class ChunkWriter:
     def close(self, attrs: dict) -> None:
         """Attributes, then ``complete``, then the Megatron files (see the module docstring)."""
         if self.h5 is not None:
-            self.h5.writer.set_attrs(attrs)
+            # the keys this file holds (deferred keys only when kept; packed DPO keys renamed)
+            self.h5.writer.set_attrs({**attrs, "keys": data_keys(self.h5.writer.file)})
             self.h5.writer.close(complete=True)
         if self.megatron is not None:
             self.stats.megatron_prefixes = self.megatron.publish()

@@ -7,8 +7,6 @@ of its own (Prefect also ships its settings with every task, but the worker must
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -16,19 +14,11 @@ from flows.params import CacheParams
 from flows.runs import run_flow
 from pipeline_core import load_h5, read_attrs
 from tests.conftest import load_json_or_jsonl
+from tests.deployments.files import write_chunks
 
 TIMING_ATTRS = {"seconds", "created", "created_at", "elapsed"}
 
 pytestmark = pytest.mark.slow
-
-
-def write_chunks(folder, rows, n_chunks):
-    folder.mkdir(parents=True, exist_ok=True)
-    per = -(-len(rows) // n_chunks)
-    for i in range(n_chunks):
-        lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in rows[i * per : (i + 1) * per]]
-        (folder / f"train_chunk_{i}.jsonl").write_text("".join(lines), encoding="utf-8")
-    return folder
 
 
 def cache_params(gpt2_path, input, output, **run) -> CacheParams:
