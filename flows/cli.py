@@ -185,6 +185,23 @@ def verify(
 
 
 @app.command()
+def serve(
+    name: Annotated[list[str] | None, Opt("--name", help="deployment to serve, e.g. h5pipe-cache/sample (default: all)")] = None,
+    limit: Annotated[int | None, Opt(help="at most this many concurrent runs")] = None,
+    prefect_file: Annotated[Path | None, Opt(help="the prefect.yaml to read")] = None,
+) -> None:
+    """Serve the deployments of deployments/prefect.yaml with prefect.serve (no work pool needed)."""
+    from deployments.serve import PREFECT_YAML
+    from deployments.serve import serve as serve_deployments
+    from deployments.spec import DeploymentSpecError
+
+    try:
+        serve_deployments(name or (), prefect_file or PREFECT_YAML, limit)
+    except DeploymentSpecError as e:
+        _fail(str(e), 2)
+
+
+@app.command()
 def sample(
     output: Annotated[Path, Opt(help="folder for the sample data, tokenizer and run.yaml")] = Path("out/sample"),
     rows: Annotated[int, Opt()] = 600,

@@ -99,7 +99,9 @@ class ExportParams(BaseModel):
 class CacheParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    input: str | list[str] = Field(..., description="a JSONL file, a folder of JSONL chunks, or a list of files")
+    input: str | list[str] | None = Field(
+        None, description="a JSONL file, a folder of JSONL chunks, or a list of files (pipeline: the export output)"
+    )
     output: str = Field(..., description="folder URL for the HDF5 files")
     tokenizer: TokenizerParams
     processor: str = Field("pt", description="pt | sft | dpo (or a registered custom processor)")
@@ -131,6 +133,12 @@ class CacheParams(BaseModel):
         if value not in ProcessorFactory.names():
             raise ValueError(f"unknown processor {value!r}; choose one of {', '.join(ProcessorFactory.names())}")
         return value
+
+    @model_validator(mode="after")
+    def _input_given(self):
+        if not self.input:
+            raise ValueError("input is required: a JSONL file, a folder of chunks, or a list of files")
+        return self
 
     def processor_spec(self) -> ProcessorSpec:
         return ProcessorSpec(

@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from flows.params import RunOptions
 
+DEFAULT = RunOptions()
+
+
+def default_task_runner():
+    """The runner a flow is declared with: threads, ``RunOptions().max_workers`` of them."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=DEFAULT.max_workers)
+
+
+def needs_own_runner(run: RunOptions) -> bool:
+    """True when the parameters ask for another runner than the declared default."""
+    return run.task_runner != DEFAULT.task_runner or run.max_workers != DEFAULT.max_workers
+
 
 def build_task_runner(run: RunOptions):
     if run.task_runner == "threads":

@@ -1,8 +1,6 @@
-"""Run a flow by name with the task runner its parameters ask for."""
+"""Run a flow by name; each flow picks the task runner its own parameters ask for."""
 
 from __future__ import annotations
-
-from flows.runners import build_task_runner
 
 
 def flow_by_name(name: str):
@@ -19,10 +17,5 @@ def flow_by_name(name: str):
     return pipeline_flow
 
 
-def run_options_of(params):
-    return params.cache.run if hasattr(params, "cache") else params.run
-
-
 def run_flow(name: str, params) -> dict:
-    flow = flow_by_name(name).with_options(task_runner=build_task_runner(run_options_of(params)))
-    return flow(params)
+    return flow_by_name(name)(params)
