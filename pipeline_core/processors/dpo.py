@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline_core.errors import RowError
+from pipeline_core.processors import fast_pairs
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
 from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, render
 from pipeline_core.processors.length import over_length, truncate_all
@@ -59,6 +60,10 @@ class DPOProcessor(Processor):
         return render(self.strategy, chosen), render(self.strategy, rejected)
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
+        fast = fast_pairs.dpo_batch(self, rows)
+        return fast if fast is not None else self._general_batch(rows)
+
+    def _general_batch(self, rows: list[dict]) -> ProcessedBatch:
         good, positions, errors = split_valid(rows, self._extract)
         n = len(good)
         encoded = encode_rendered(self.tokenizer, [g[0] for g in good] + [g[1] for g in good])

@@ -16,6 +16,7 @@ With ``media="keep"`` the media references are stored per sample under ``media``
 
 from __future__ import annotations
 
+from pipeline_core.processors import fast_pairs
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
 from pipeline_core.processors.conversation import Rendered, encode_rendered, render
 from pipeline_core.processors.length import over_length, truncate_all
@@ -53,6 +54,10 @@ class SFTProcessor(Processor):
         return (render(self.strategy, self.reader.sft(row, self.response_key, self.normalizer)),)
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
+        fast = fast_pairs.sft_batch(self, rows)
+        return fast if fast is not None else self._general_batch(rows)
+
+    def _general_batch(self, rows: list[dict]) -> ProcessedBatch:
         good, positions, errors = split_valid(rows, self._extract)
         rendered = [g[0] for g in good]
         encoded = encode_rendered(self.tokenizer, rendered)
