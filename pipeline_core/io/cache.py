@@ -11,7 +11,11 @@ Options beyond tokenizing (all recorded in the attributes):
 - ``packing`` with ``pack_size > 0``: ``concat`` (streaming, the default) or ``bfd`` (whole
   samples, DPO pairs in one pack, over ``bfd_window`` samples); packed files also hold
   ``position_ids`` and ``cu_seqlens`` (see ``h5_sink``);
-- ``split_sentences`` (pt only): documents become sentence items (see ``sentences``).
+- ``split_sentences`` (pt only): documents become sentence items (see ``sentences``);
+- ``max_row_bytes`` (default 32 MiB, None: no limit): longer lines are quarantined as
+  ``row_too_large`` without being parsed or held in memory;
+- ``max_error_rate`` (default None: no limit): the chunk fails with ``ErrorRateExceeded`` when more
+  than this share of its rows was quarantined (its errors file is still written).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Literal, get_args
 
 from pipeline_core.errors import ConfigError
 from pipeline_core.io.chunk_writer import ChunkWriter
-from pipeline_core.io.errors_log import ErrorLog
+from pipeline_core.io.errors_log import ErrorLog, check_max_error_rate
 from pipeline_core.io.fs import fetch_files, join_url, local_staging, url_to_fs
 from pipeline_core.io.h5 import H5Writer
 from pipeline_core.io.h5_sink import H5Sink
@@ -38,6 +42,7 @@ from pipeline_core.sentences import SentenceProcessor
 from pipeline_core.version import FORMAT_VERSION
 
 BATCH_SIZE = 1024
+MAX_ROW_BYTES = 32 << 20
 OutputFormat = Literal["hdf5", "megatron", "both"]
 
 
@@ -52,8 +57,13 @@ class CacheOptions:
     bfd_window: int = 1000  # samples sorted and placed together by bfd; memory grows with it
     split_sentences: bool = False
     sentence_splitter: str = "blingfire"
+    max_row_bytes: int | None = MAX_ROW_BYTES  # longer lines: row_too_large, never parsed
+    max_error_rate: float | None = None  # share of quarantined rows that fails the chunk
 
     def __post_init__(self) -> None:
+        check_max_error_rate(self.max_error_rate)
+        if self.max_row_bytes is not None and self.max_row_bytes <= 0:
+            raise ConfigError(f"max_row_bytes must be positive or None (no limit), got {self.max_row_bytes}")
         _choice("output_format", self.output_format, get_args(OutputFormat))
         _choice("packing", self.packing, get_args(Packing))
         if self.bfd_window <= 0:
@@ -161,7 +171,7 @@ def cache_file(
         packing=options.packing if options.packed else "none",
     )
     log = ErrorLog(input_url, options.on_error)
-    reader = JsonlReader(input_url, options.batch_size, storage_options)
+    reader = JsonlReader(input_url, options.batch_size, storage_options, options.max_row_bytes)
     with _h5_staging(output_url, options, storage_options) as tmp:
         chunk = open_chunk(tmp, input_url, output_dir, processor, options, stats, storage_options)
         try:
@@ -171,6 +181,7 @@ def cache_file(
                 batch = chunk.fit(processor.process_batch(lines.rows))
                 log.add_all([(lines.lines[i], e) for i, e in batch.errors])
                 chunk.write(batch)
+            log.enforce_rate(stats.rows_read, options.max_error_rate, errors_url, storage_options)
             chunk.finish()
             stats.source_sha256 = reader.sha256
             stats.skipped = log.counts
@@ -216,6 +227,7 @@ def output_attrs(processor: Processor, options: CacheOptions, stats: CacheStats)
         "split_sentences": options.split_sentences,
         "sentence_splitter": options.sentence_splitter if options.split_sentences else "",
         "sentences_written": stats.sentences_written,
+        "max_row_bytes": options.max_row_bytes,
         **_pack_attrs(options, stats, resolve_pad_value(processor, options.pack_size, options.pad_value)),
     }
 

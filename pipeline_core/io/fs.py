@@ -8,7 +8,10 @@ final name.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
+import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -75,6 +78,18 @@ def natural_key(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
+@functools.lru_cache(maxsize=1)
+def host_id() -> str:
+    """8 hex digits naming this machine in temporary file names."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8")).hexdigest()[:8]
+
+
+def staging_tag() -> str:
+    """``{host}-{pid}-{random}``: every temporary name carries its writer, so ``sweep`` can tell the
+    temp of a dead writer (removable) from the temp of a live one (never touched)."""
+    return f"{host_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 @contextlib.contextmanager
 def local_staging(url: str, storage_options: dict | None = None, suffix: str = "") -> Iterator[str]:
     """Yield a local temporary path; on success publish it at ``url`` atomically, on error discard it.
@@ -87,9 +102,9 @@ def local_staging(url: str, storage_options: dict | None = None, suffix: str = "
     if is_local(fs):
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:8]}{suffix}")
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{staging_tag()}{suffix}")
     else:
-        handle, tmp = tempfile.mkstemp(prefix="h5pipe-", suffix=suffix)
+        handle, tmp = tempfile.mkstemp(prefix=f"h5pipe-tmp-{staging_tag()}-", suffix=suffix)
         os.close(handle)
     try:
         yield tmp

@@ -112,7 +112,8 @@ def decode_attr(value):
 
 
 def open_h5(url: str, storage_options: dict | None = None):
-    """Open an HDF5 file for reading from any fsspec URL; refuses files with external links."""
+    """Open an HDF5 file for reading from any fsspec URL; refuses files that point outside themselves
+    (see ``refuse_links``)."""
     fs, path = url_to_fs(url, storage_options)
     handle = h5py.File(fs.open(path, "rb"), "r") if not _is_local_path(fs) else h5py.File(path, "r")
     refuse_links(handle, url)
@@ -126,11 +127,39 @@ def _is_local_path(fs) -> bool:
 
 
 def refuse_links(handle: h5py.File, url: str) -> None:
-    for name in handle:
-        link = handle.get(name, getlink=True)
+    """Refuse a file that reaches outside itself: any non-hard link (external or soft, at any depth),
+    a dataset stored in external raw files (``external=[...]``, which can name any file on the
+    machine) or a virtual dataset (mapped from other files)."""
+    try:
+        problem = outside_reference(handle)
+    except BaseException:  # a damaged file can fail while being walked
+        handle.close()
+        raise
+    if problem is not None:
+        handle.close()
+        raise ValueError(
+            f"{url}: {problem}; h5pipe reads only self-contained files (no links, external or virtual datasets)"
+        )
+
+
+def outside_reference(group: h5py.Group, seen: set | None = None) -> str | None:
+    """What in the group (recursively) points outside the file, or None. Links are inspected
+    without being followed; a group hard-linked twice is walked once."""
+    seen = set() if seen is None else seen
+    for name in group:
+        link = group.get(name, getlink=True)
+        path = f"{group.name.rstrip('/')}/{name}"
         if not isinstance(link, h5py.HardLink):
-            handle.close()
-            raise ValueError(f"{url}: {name!r} is a {type(link).__name__}; h5pipe refuses links to other files")
+            return f"{path!r} is a {type(link).__name__}"
+        obj = group[name]
+        if obj.id in seen:
+            continue
+        seen.add(obj.id)
+        if isinstance(obj, h5py.Dataset) and (obj.external or obj.is_virtual):
+            return f"{path!r} is {'an external' if obj.external else 'a virtual'} dataset"
+        if isinstance(obj, h5py.Group) and (problem := outside_reference(obj, seen)) is not None:
+            return problem
+    return None
 
 
 def read_attrs(url: str, storage_options: dict | None = None) -> dict:

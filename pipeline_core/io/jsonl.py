@@ -1,13 +1,28 @@
 """Reading JSONL in batches, with line numbers, a content hash and per-line error reasons.
 
-The file is read in large binary blocks and split on ``\\n``; each line is parsed with orjson.
-A line that is not valid UTF-8 or not valid JSON costs that line only: it comes back as a
-RowError with its line number, and the rest of the file is read as usual.
+The file is read in large binary blocks and split on ``\\n`` only (U+2028/U+2029 inside strings are
+valid JSON and stay in the text); each line is parsed with orjson. A bad line costs that line only:
+it comes back as a RowError with its 1-based line number, and the rest of the file is read as usual.
+
+Reasons: ``invalid_utf8`` (one bad byte spoils its line, not the file), ``invalid_json``,
+``non_finite_number`` (NaN, Infinity or a number beyond a double: not JSON), ``lone_surrogate``,
+``blank_line``, ``not_an_object`` and ``row_too_large``. Decisions:
+
+- a byte order mark at the start of a line is ignored (RFC 8259 lets a parser ignore it; files
+  joined with ``cat`` carry one per part);
+- a lone UTF-16 surrogate escape (``"\\ud800"`` without its pair) encodes no character: the row is
+  quarantined as ``lone_surrogate`` rather than repaired with U+FFFD, so no training text is ever
+  altered silently (fix the producer, which split a surrogate pair);
+- a line longer than ``max_bytes`` is ``row_too_large``: its bytes are counted and hashed but never
+  held in memory beyond ``max_bytes`` nor parsed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -18,6 +33,7 @@ from pipeline_core.io.fs import url_to_fs
 
 BLOCK_SIZE = 8 << 20
 BOM = b"\xef\xbb\xbf"
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(slots=True)
@@ -32,25 +48,71 @@ class LineBatch:
         return len(self.rows) + len(self.errors)
 
 
-def iter_raw_lines(f, block_size: int = BLOCK_SIZE, hasher=None) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes without the newline) for every line of a binary file object."""
-    pending = b""
+@dataclass(frozen=True, slots=True)
+class OversizedLine:
+    """Stands for a line longer than the limit: only its size was kept."""
+
+    size: int
+    limit: int
+
+
+class _Pending:
+    """The unfinished line across blocks, kept only up to ``limit`` bytes (then just counted)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def add(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if self.limit is not None and self.size > self.limit:
+            self.parts = []
+        elif piece:
+            self.parts.append(piece)
+
+    def take(self, piece: bytes) -> bytes | OversizedLine:
+        """The line ending with ``piece``; resets for the next one."""
+        self.add(piece)
+        line = OversizedLine(self.size, self.limit) if self._over else b"".join(self.parts)
+        self.parts, self.size = [], 0
+        return line
+
+    @property
+    def _over(self) -> bool:
+        return self.limit is not None and self.size > self.limit
+
+
+def iter_raw_lines(
+    f, block_size: int = BLOCK_SIZE, hasher=None, max_bytes: int | None = None
+) -> Iterator[tuple[int, bytes | OversizedLine]]:
+    """(line number, bytes without the newline) for every line of a binary file object; a line over
+    ``max_bytes`` comes as an OversizedLine, read through without being kept."""
+    pending = _Pending(max_bytes)
     number = 0
     while block := f.read(block_size):
         if hasher is not None:
             hasher.update(block)
-        parts = (pending + block).split(b"\n")
-        pending = parts.pop()
-        for part in parts:
+        parts = block.split(b"\n")
+        if len(parts) > 1:
             number += 1
-            yield number, part
-    if pending:
-        yield number + 1, pending
+            yield number, pending.take(parts[0])  # ends the line begun in earlier blocks
+            for part in parts[1:-1]:
+                number += 1
+                yield (
+                    number,
+                    part if max_bytes is None or len(part) <= max_bytes else OversizedLine(len(part), max_bytes),
+                )
+        pending.add(parts[-1])
+    if pending.size:
+        yield number + 1, pending.take(b"")
 
 
-def parse_line(raw: bytes, first: bool = False):
+def parse_line(raw: bytes | OversizedLine):
     """A dict, or a RowError saying why the line is not one."""
-    if first and raw.startswith(BOM):
+    if isinstance(raw, OversizedLine):
+        return too_large_error(raw)
+    if raw.startswith(BOM):
         raw = raw[len(BOM) :]
     if raw.endswith(b"\r"):
         raw = raw[:-1]
@@ -65,21 +127,87 @@ def parse_line(raw: bytes, first: bool = False):
     return value
 
 
+def too_large_error(line: OversizedLine) -> RowError:
+    return RowError(
+        "row_too_large",
+        f"line has {line.size} bytes > max_row_bytes {line.limit}; it was skipped unparsed "
+        "(raise max_row_bytes if rows this large are real)",
+    )
+
+
 def _decode_error(raw: bytes, error: Exception) -> RowError:
     try:
-        raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         return RowError("invalid_utf8", f"line is not valid UTF-8 (byte {e.start}); fix the encoding")
+    try:
+        return _classify(text, error)
+    except RecursionError:  # nested too deep for the stdlib parser too
+        return RowError("invalid_json", f"line is not valid JSON: {error}")
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    raise _NonFinite(name)
+
+
+def _classify(text: str, error: Exception) -> RowError:
+    """Why orjson refused valid UTF-8: the stdlib parser (laxer) tells the special cases apart."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except _NonFinite as e:
+        return _non_finite(str(e))
+    except ValueError:
+        return RowError("invalid_json", f"line is not valid JSON: {error}")
+    if _any_string(value, _has_surrogate):
+        return RowError(
+            "lone_surrogate",
+            "line holds a lone UTF-16 surrogate escape (like \\ud800 without its pair), which encodes no "
+            "character; fix the producer of this file (it split a surrogate pair)",
+        )
+    if _any_number(value, lambda x: isinstance(x, float) and math.isinf(x)):
+        return _non_finite("a number beyond the range of a double")
     return RowError("invalid_json", f"line is not valid JSON: {error}")
 
 
-class JsonlReader:
-    """Iterate a JSONL file in LineBatches; ``sha256`` is the file's content hash once read through."""
+def _non_finite(what: str) -> RowError:
+    return RowError("non_finite_number", f"line holds {what}, which JSON cannot express; write null or a string")
 
-    def __init__(self, url: str, batch_size: int = 1024, storage_options: dict | None = None) -> None:
+
+def _has_surrogate(text: str) -> bool:
+    return SURROGATE.search(text) is not None
+
+
+def _children(value) -> list:
+    if isinstance(value, dict):
+        return [*value.keys(), *value.values()]
+    return list(value) if isinstance(value, list) else []
+
+
+def _any_string(value, test) -> bool:
+    return test(value) if isinstance(value, str) else any(_any_string(v, test) for v in _children(value))
+
+
+def _any_number(value, test) -> bool:
+    return test(value) if isinstance(value, float) else any(_any_number(v, test) for v in _children(value))
+
+
+class JsonlReader:
+    """Iterate a JSONL file in LineBatches; ``sha256`` is the file's content hash once read through.
+
+    ``max_row_bytes``: longer lines become ``row_too_large`` errors without being parsed (None: no limit).
+    """
+
+    def __init__(
+        self, url: str, batch_size: int = 1024, storage_options: dict | None = None, max_row_bytes: int | None = None
+    ) -> None:
         self.url = url
         self.batch_size = batch_size
         self.storage_options = storage_options
+        self.max_row_bytes = max_row_bytes
         self._hasher = hashlib.sha256()
         self.bytes_read = 0
 
@@ -87,9 +215,9 @@ class JsonlReader:
         fs, path = url_to_fs(self.url, self.storage_options)
         batch = LineBatch()
         with fs.open(path, "rb") as f:
-            for number, raw in iter_raw_lines(f, hasher=self._hasher):
-                self.bytes_read += len(raw) + 1
-                parsed = parse_line(raw, first=number == 1)
+            for number, raw in iter_raw_lines(f, hasher=self._hasher, max_bytes=self.max_row_bytes):
+                self.bytes_read += (raw.size if isinstance(raw, OversizedLine) else len(raw)) + 1
+                parsed = parse_line(raw)
                 if isinstance(parsed, RowError):
                     batch.errors.append((number, parsed))
                 else:

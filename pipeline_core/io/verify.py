@@ -3,7 +3,12 @@
 A file is good only when it is listed in the manifest with the size and sha256 it has now, and
 (for HDF5) it is complete and self-consistent: every key the attributes name is present, offsets
 start at 0, never decrease and end at the data length, counts equal the attributes, and
-``rows_read = samples_written + rows_skipped``.
+``rows_read = samples_written + rows_skipped``, with exactly ``rows_skipped`` lines in its
+quarantine file ``{stem}.errors.jsonl`` (a writer killed between the two publishes leaves them apart).
+
+Temporary files (see ``sweep``) are reported when their writer is gone; a live writer's are not
+the folder's problem. Damaged HDF5 files raise all sorts of errors inside h5py: each one is a
+reported problem, never a crash of verify.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline_core.io.fs import fetch_files, join_url
+from pipeline_core.io.fs import fetch_files, join_url, url_to_fs
 from pipeline_core.io.h5 import COMPLETE_ATTR, OFFSETS_SUFFIX, decode_attr, open_h5
 from pipeline_core.io.manifest import MANIFEST, entry_is_valid, load_manifest
+from pipeline_core.io.sweep import is_temp_name, stale_temps
 
 OUTPUT_SUFFIXES = (".h5", ".jsonl")
 
@@ -41,9 +47,22 @@ def h5_problems(url: str, storage_options: dict | None = None) -> list[str]:
     """What is wrong with one h5pipe HDF5 file (empty when nothing is)."""
     try:
         with open_h5(url, storage_options) as f:
-            return _structure_problems(f)
-    except (OSError, ValueError) as e:
-        return [f"unreadable: {e}"]
+            return _structure_problems(f) or _quarantine_problems(url, f.attrs.get("rows_skipped"), storage_options)
+    except Exception as e:  # noqa: BLE001 - a damaged file fails anywhere in h5py, with any error type
+        return [f"unreadable: {type(e).__name__}: {e}"]
+
+
+def _quarantine_problems(url: str, rows_skipped, storage_options: dict | None) -> list[str]:
+    """``rows_skipped`` must match the lines of ``{stem}.errors.jsonl`` (absent when nothing was skipped)."""
+    errors_url = url[: -len(".h5")] + ".errors.jsonl"
+    fs, path = url_to_fs(errors_url, storage_options)
+    lines = 0
+    if fs.exists(path):
+        with fs.open(path, "rb") as f:
+            lines = sum(1 for line in f if line.strip())
+    if lines != int(rows_skipped or 0):
+        return [f"{rows_skipped or 0} rows skipped but {lines} in {errors_url.rsplit('/', 1)[-1]} (a partial publish)"]
+    return []
 
 
 def _structure_problems(f) -> list[str]:
@@ -100,8 +119,11 @@ def verify_output(folder: str, storage_options: dict | None = None, how: str = "
     manifest = load_manifest(folder, storage_options)
     names = [u.rsplit("/", 1)[-1] for u in fetch_files(folder, None, storage_options)]
     outputs = [n for n in names if n.endswith(OUTPUT_SUFFIXES) and not n.endswith(".errors.jsonl")]
+    outputs = [n for n in outputs if not is_temp_name(n)]
     if manifest is None:
         report.add(MANIFEST, "missing: the run never committed this folder")
+    for temp in stale_temps(folder, storage_options):
+        report.add(temp.name, "temporary file of a writer that is gone; rerun the stage (it sweeps them) or delete it")
     for name in outputs:
         report.checked += 1
         if manifest is not None and name not in manifest.entries:
