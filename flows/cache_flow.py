@@ -7,7 +7,7 @@ import time
 from prefect import flow, unmapped
 from prefect.logging import get_run_logger
 
-from flows.chunks import in_order, output_matches, rebuild_bad_hits, run_chunks
+from flows.chunks import in_order, output_matches, rebuild_bad_hits, run_chunks, sweep_outputs
 from flows.commit import Committer
 from flows.params import CacheParams, redacted
 from flows.reporting import Progress, publish_cache_report
@@ -16,6 +16,7 @@ from flows.runners import build_task_runner, default_task_runner, needs_own_runn
 from flows.storage import result_storage_for
 from pipeline_core.build import build_processor, load_tokenizer
 from pipeline_core.io.cache import CacheOptions, list_inputs, output_names
+from pipeline_core.io.errors_log import ErrorRateExceeded, error_rate_problem
 from pipeline_core.redact import protect_secrets
 from tasks.cache import cache_chunk
 from tasks.hashing import hash_chunk
@@ -42,11 +43,21 @@ def make_job(params: CacheParams) -> CacheJob:
         output_format=params.output_format,
         split_sentences=params.split_sentences,
         on_error=params.on_error,
+        max_error_rate=params.max_error_rate,
+        max_row_bytes=params.max_row_bytes,
         batch_size=params.batch_size,
         endpoint=params.run.storage.endpoint_url,
     )
     CacheOptions(**job.cache_options())  # impossible combinations fail here, before any task
     return job
+
+
+def check_error_rates(results, max_rate: float | None) -> None:
+    """The limit is not part of the cache key, so cached and resumed chunks are held to it here too."""
+    problems = [error_rate_problem(r.output_url, r.rows_skipped, r.rows_read, max_rate, r.skipped) for r in results]
+    problems = [p for p in problems if p]
+    if problems:
+        raise ErrorRateExceeded("\n".join(problems))
 
 
 def chunk_inputs(value: str | list[str], storage: dict) -> list[str]:
@@ -78,6 +89,7 @@ def _cache_run(params: CacheParams) -> dict:
     protect_secrets(storage)
     job = make_job(params)
     inputs = chunk_inputs(params.input, storage)
+    sweep_outputs(params.output, storage, logger)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
     outputs = [output_names(u, params.output)[0] for u in inputs]
     committed = [committer.previous(_name(o)) for o in outputs]
@@ -100,6 +112,7 @@ def _cache_run(params: CacheParams) -> dict:
         logger,
     )
     results, cached = in_order(outcome, len(inputs))
+    check_error_rates(results, params.max_error_rate)
     summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started)
     save_run_record(
         params.output, "cache", redacted(params), summary, storage, tokenizer_fingerprint=job.tokenizer_fingerprint

@@ -89,3 +89,15 @@ def rebuild_bad_hits(outcome: ChunkOutcome, names: list[str], is_valid, rebuild,
 
 def in_order(outcome: ChunkOutcome, n: int) -> tuple[list, list[bool]]:
     return [outcome.results[i] for i in range(n)], [outcome.cached[i] for i in range(n)]
+
+
+def sweep_outputs(output_dir: str, storage_options: dict, logger) -> None:
+    """Remove temp files of writers that are gone (a crashed earlier run); never a live writer's."""
+    from pipeline_core.io.fs import is_local, url_to_fs
+    from pipeline_core.io.sweep import sweep_local_staging, sweep_stale_temps
+
+    removed = sweep_stale_temps(output_dir, storage_options)
+    if not is_local(url_to_fs(output_dir, storage_options)[0]):
+        removed += sweep_local_staging()
+    if removed:
+        logger.info("removed %d stale temporary file(s) of interrupted writers: %s", len(removed), removed[:5])

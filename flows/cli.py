@@ -186,7 +186,9 @@ def verify(
 
 @app.command()
 def serve(
-    name: Annotated[list[str] | None, Opt("--name", help="deployment to serve, e.g. h5pipe-cache/sample (default: all)")] = None,
+    name: Annotated[
+        list[str] | None, Opt("--name", help="deployment to serve, e.g. h5pipe-cache/sample (default: all)")
+    ] = None,
     limit: Annotated[int | None, Opt(help="at most this many concurrent runs")] = None,
     prefect_file: Annotated[Path | None, Opt(help="the prefect.yaml to read")] = None,
 ) -> None:

@@ -8,7 +8,7 @@ from prefect import flow, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.logging import get_run_logger
 
-from flows.chunks import in_order, output_matches, rebuild_bad_hits, run_chunks
+from flows.chunks import in_order, output_matches, rebuild_bad_hits, run_chunks, sweep_outputs
 from flows.commit import Committer
 from flows.params import ExportParams, redacted
 from flows.reporting import Progress, summary_markdown
@@ -102,6 +102,7 @@ def _export_run(params: ExportParams) -> dict:
     job, source = make_export_job(params, storage)
     fs, root = url_to_fs(params.output, storage)
     fs.makedirs(root, exist_ok=True)
+    sweep_outputs(params.output, storage, logger)
     committer = Committer.open(params.output, "export", digest(job.settings()), params.overwrite, storage)
     options = dict(
         result_storage=result_storage_for(params.output, storage, params.run.result_storage),

@@ -121,6 +121,10 @@ class CacheParams(BaseModel):
     max_length: int | None = Field(None, gt=0)
     overflow: Literal["drop", "truncate"] = "drop"
     on_error: Literal["skip", "raise"] = "skip"
+    max_error_rate: float | None = Field(
+        None, ge=0, le=1, description="fail a chunk quarantining more rows than this share"
+    )
+    max_row_bytes: int | None = Field(32 << 20, gt=0, description="longer lines are quarantined unparsed")
     batch_size: int = Field(1024, gt=0)
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)

@@ -26,7 +26,7 @@ import torch
 from torch.utils.data import Dataset
 
 from pipeline_core.io.fs import fetch_files, is_local, url_to_fs
-from pipeline_core.io.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, require_complete
+from pipeline_core.io.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, refuse_links, require_complete
 
 
 class H5Dataset(Dataset):
@@ -81,7 +81,7 @@ class H5Dataset(Dataset):
         if self._pid != os.getpid():  # a forked worker: the parent's handles are not usable here
             self._handles, self._pid = {}, os.getpid()
         if f not in self._handles:
-            self._handles[f] = h5py.File(self.paths[f], "r")
+            self._handles[f] = _open_checked(self.paths[f])
         return self._handles[f]
 
 
@@ -97,7 +97,7 @@ class FileIndex:
 
     @classmethod
     def read(cls, path: str, keys: list[str] | None) -> FileIndex:
-        with h5py.File(path, "r") as handle:
+        with _open_checked(path) as handle:
             require_complete(handle, path)
             if not data_keys(handle):  # every row of its chunk was skipped
                 return cls(0, (), frozenset(), frozenset(), _attrs(handle))
@@ -149,10 +149,17 @@ def _read(handle: h5py.File, key: str, i: int, ragged: bool) -> np.ndarray:
     return handle[key][start:stop]
 
 
+def _open_checked(path: str) -> h5py.File:
+    """Open for reading, refusing files that reach outside themselves (links, external data)."""
+    handle = h5py.File(path, "r")
+    refuse_links(handle, path)
+    return handle
+
+
 def _load_shared(
     path: str, keys: list[str], ragged: frozenset[str]
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor | None]]:
-    with h5py.File(path, "r") as handle:
+    with _open_checked(path) as handle:
         out = {}
         for key in keys:
             values = torch.from_numpy(handle[key][...]).share_memory_()

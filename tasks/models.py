@@ -23,6 +23,8 @@ class CacheJob(BaseModel):
     output_format: str = "hdf5"
     split_sentences: bool = False
     on_error: str = "skip"
+    max_error_rate: float | None = None
+    max_row_bytes: int | None = 32 << 20
     batch_size: int = 1024
     endpoint: str | None = None  # part of the output's identity; credentials are not
 
@@ -37,6 +39,8 @@ class CacheJob(BaseModel):
             "packing": self.packing,
             "bfd_window": self.bfd_window,
             "split_sentences": self.split_sentences,
+            "max_error_rate": self.max_error_rate,
+            "max_row_bytes": self.max_row_bytes,
         }
 
     def settings(self) -> dict:
@@ -46,7 +50,8 @@ class CacheJob(BaseModel):
         return {
             "tokenizer": self.tokenizer_fingerprint,
             "processor": self.processor,
-            **{k: v for k, v in self.cache_options().items() if k != "batch_size"},
+            # batch size and the error-rate limit never change what a file holds
+            **{k: v for k, v in self.cache_options().items() if k not in ("batch_size", "max_error_rate")},
             "format_version": FORMAT_VERSION,
         }
 

@@ -186,10 +186,11 @@ def cache_file(
             stats.source_sha256 = reader.sha256
             stats.skipped = log.counts
             chunk.close(output_attrs(processor, options, stats))
+            # the quarantine file goes out first: the HDF5, published on leaving the block, marks completion
+            stats.errors_url = log.publish(errors_url, storage_options)
         except BaseException:
             chunk.discard()
             raise
-    stats.errors_url = log.publish(errors_url, storage_options)
     stats.seconds = time.perf_counter() - started
     return stats
 

@@ -20,7 +20,7 @@ import json
 import h5py
 import numpy as np
 
-from pipeline_core.io.fs import local_staging, url_to_fs
+from pipeline_core.io.fs import join_url, local_staging, url_to_fs
 from pipeline_core.ragged import Ragged
 from pipeline_core.version import FORMAT_VERSION
 
@@ -192,7 +192,7 @@ def save_h5(
     output_dir: str, file_name: str, tensor_group: dict, attrs: dict | None = None, storage_options: dict | None = None
 ) -> str:
     """Write ``{key: 2-D tensor | list of 1-D tensors}`` as one HDF5 file, atomically."""
-    url = f"{str(output_dir).rstrip('/')}/{file_name}"
+    url = join_url(str(output_dir), file_name)
     fs, root = url_to_fs(str(output_dir), storage_options)
     fs.makedirs(root, exist_ok=True)
     with local_staging(url, storage_options, suffix=".h5") as tmp:

@@ -54,7 +54,6 @@ def test_an_input_whose_name_escapes_is_refused_before_any_write(tmp_path, gpt2)
     assert files_under(tmp_path) == ["in/..\\..\\evil.jsonl"]
 
 
-@pytest.mark.xfail(strict=True, reason="save_h5 joins file_name with an f-string; it must use fs.join_url")
 def test_save_h5_refuses_a_file_name_that_escapes(tmp_path):
     with pytest.raises(ValueError, match="unsafe output name"):
         save_h5(str(tmp_path / "out"), "../escaped.h5", {"x": np.zeros((2, 2), np.int32)})
@@ -132,9 +131,6 @@ def test_hdf5_reaching_outside_itself_is_refused_when_reading(secret, tmp_path, 
             read(path)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="H5Dataset opens files with h5py.File directly; FileIndex.read must call refuse_links"
-)
 @pytest.mark.parametrize("kind", ["external link", "external dataset", "virtual dataset"])
 def test_h5dataset_refuses_hdf5_reaching_outside_itself(secret, tmp_path, kind):
     (tmp_path / "data").mkdir()

@@ -1,0 +1,70 @@
+"""The benchmark runs end to end on a tiny corpus and writes its table and chart (not timed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.corpus import CorpusSpec, build, shape_row
+from bench.report import lines
+from bench.runner import Result
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS = "tokenizers encode_batch,gigatoken encode_batch,h5pipe cache pt packed,h5pipe cache sft,to_json,export_dataset"
+
+
+@pytest.fixture(autouse=True)
+def _fixtures(fixtures):
+    """The corpus reads ../shared/fixtures (the GPT-2 tokenizer and the demo texts)."""
+
+
+@pytest.mark.parametrize("doc", ["one two three four five six seven", "x" * 500, "a\nb c\nd e f g h i j k l m"])
+def test_shapes_split_the_same_document(doc):
+    sft, dpo = shape_row("sft", doc), shape_row("dpo", doc)
+    assert shape_row("pt", doc) == {"text": doc}
+    assert sft["query"] + sft["response"] == doc
+    assert dpo["query"] + dpo["chosen"] + dpo["rejected"] == doc
+
+
+def test_corpus_is_sized_and_reused(tmp_path):
+    spec = CorpusSpec(size_mb=0.1, chunk_mb=0.03)
+    corpus = build(tmp_path, spec)
+    assert corpus.text_bytes >= 0.1 * (1 << 20)
+    assert len(corpus.files("pt")) == len(corpus.files("sft")) == len(corpus.files("dpo")) >= 3
+    mtime = corpus.files("pt")[0].stat().st_mtime_ns
+    assert build(tmp_path, spec).files("pt")[0].stat().st_mtime_ns == mtime
+
+
+def test_dealt_corpus_has_exactly_the_chunks_asked(tmp_path):
+    corpus = build(tmp_path, CorpusSpec(size_mb=0.05, chunk_mb=0.001, chunks=7), shapes=("pt",))
+    assert len(corpus.files("pt")) == 7
+
+
+def test_ratio_is_reference_time_over_row_time():
+    results = [
+        Result("tokenizers encode_batch", 10.0, 1000, 1, [10.0], {}),
+        Result("gigatoken encode_batch", 1.0, 1000, 1, [1.0], {}),
+        Result("h5pipe cache_flow pt packed 2048", 2.0, 1010, 1, [2.0], {}),
+    ]
+    flow = lines(results)[2]
+    assert flow.ratio == pytest.approx(5.0)
+    assert flow.of_fast == pytest.approx(0.5)
+    assert flow.verdict == "missed: 71% of target"
+
+
+def test_benchmark_writes_table_and_chart(tmp_path):
+    command = [sys.executable, str(ROOT / "bench" / "throughput.py"), "--size-mb", "0.2", "--chunk-mb", "0.1"]
+    command += ["--repeat", "1", "--out", str(tmp_path), "--no-rerun", "--no-latest", "--only", ROWS]
+    subprocess.run(command, check=True, cwd=ROOT, capture_output=True, timeout=600)
+    run = next(tmp_path.glob("run-*"))
+    report = (run / "report.md").read_text()
+    assert "| row | input | tokens |" in report
+    assert "h5pipe cache pt packed 2048" in report and "load average" in report
+    assert (run / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = {r["name"]: r for r in json.loads((run / "results.json").read_text())["rows"]}
+    assert rows["h5pipe cache pt packed 2048"]["tokens"] > 0
+    assert all(r["error"] is None for r in rows.values())
