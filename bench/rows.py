@@ -1,0 +1,305 @@
+"""The benchmark's rows: what each one runs, on which input, compared with which reference.
+
+Every row is a function ``(Context) -> Measured`` that does its own setup (loading texts, a
+tokenizer, a processor) and times only the work the row names. ``run_row`` is the entry point of
+the fresh process each repetition runs in (see runner.py), so no row inherits another's warm
+caches, thread pools or peak memory:
+
+    python bench/rows.py NAME CORPUS_DIR WORK_DIR RESULT_JSON
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.corpus import GPT2, GPT2_EOS, read_column  # noqa: E402
+
+BATCH = 1000  # texts per raw encode call, as the issue's reference numbers were taken
+PACK = 2048
+FIELDS = {"pt": ("text",), "sft": ("query", "response"), "dpo": ("query", "chosen", "rejected")}
+
+
+@dataclass(frozen=True)
+class Context:
+    corpus: Path  # holds pt/, sft/, dpo/ folders of train_chunk_{i}.jsonl
+    work: Path  # an empty folder for this run's outputs
+
+    def files(self, shape: str) -> list[Path]:
+        return sorted(self.folder(shape).glob("*.jsonl"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+
+    def folder(self, shape: str) -> Path:
+        return self.corpus / shape
+
+
+@dataclass
+class Measured:
+    seconds: float
+    tokens: int | None  # None: the row does not count tokens; the reference count is used
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Row:
+    """``reference``: the row whose wall time, on the same input, ``ratio`` divides by.
+    ``target``: the ratio the issue asks for. ``fast``: the raw gigatoken row on the same input,
+    to show what share of the fast backend's speed a pipeline row keeps. ``needs``: a module
+    that must import for the row to run."""
+
+    name: str
+    shape: str
+    run: Callable[[Context], Measured]
+    reference: str | None = None
+    target: float | None = None
+    fast: str | None = None
+    needs: str | None = None
+    note: str = ""
+
+
+def timed(work: Callable[[], object]) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = work()
+    return time.perf_counter() - start, out
+
+
+# ---- raw encoders -------------------------------------------------------------------------------
+def raw_tokenizers(method: str, shape: str) -> Callable[[Context], Measured]:
+    def run(ctx: Context) -> Measured:
+        from tokenizers import Tokenizer
+
+        texts = read_column(ctx.files(shape), FIELDS[shape])
+        encode = getattr(Tokenizer.from_file(str(GPT2)), method)
+
+        def work() -> int:
+            return sum(sum(len(e.ids) for e in encode(texts[i : i + BATCH])) for i in range(0, len(texts), BATCH))
+
+        seconds, tokens = timed(work)
+        return Measured(seconds, tokens, {"texts": len(texts)})
+
+    return run
+
+
+def raw_gigatoken(shape: str) -> Callable[[Context], Measured]:
+    def run(ctx: Context) -> Measured:
+        import gigatoken
+
+        texts = read_column(ctx.files(shape), FIELDS[shape])
+        tok = gigatoken.Tokenizer.from_json(GPT2.read_text(encoding="utf-8"))
+
+        def work() -> int:
+            return sum(
+                int(tok.encode_batch(texts[i : i + BATCH]).layout.offsets.data[-1]) for i in range(0, len(texts), BATCH)
+            )
+
+        seconds, tokens = timed(work)
+        return Measured(seconds, tokens, {"texts": len(texts)})
+
+    return run
+
+
+# ---- h5pipe -------------------------------------------------------------------------------------
+def h5pipe_tokenizer():
+    from pipeline_core import AutoTokenizer
+
+    return AutoTokenizer.from_file(GPT2, eos_token=GPT2_EOS)
+
+
+def h5pipe_cache(kind: str, pack_size: int = 0) -> Callable[[Context], Measured]:
+    """``cache_jsonl`` over every chunk of the ``kind`` corpus, in this process."""
+
+    def run(ctx: Context) -> Measured:
+        from pipeline_core import ProcessorFactory, read_attrs
+        from pipeline_core.io.cache import cache_jsonl
+
+        tok = h5pipe_tokenizer()
+        processor = ProcessorFactory.create(kind, tok)
+        pad = tok.eos_token_id if pack_size else None
+        out = ctx.work / "h5"
+        seconds, outputs = timed(lambda: cache_jsonl(str(ctx.folder(kind)), str(out), processor, pack_size, pad))
+        attrs = [read_attrs(o) for o in outputs]
+        tokens = sum(int(a["tokens_written"]) for a in attrs)
+        return Measured(seconds, tokens, {"backend": tok.backend_name, "samples": sum(int(a["samples_written"]) for a in attrs)})
+
+    return run
+
+
+def gpt2_eos_id() -> int:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(GPT2)).token_to_id(GPT2_EOS)
+
+
+def start_prefect() -> None:
+    """Start Prefect's temporary server (or reach PREFECT_API_URL) before the clock starts."""
+    from prefect import flow
+
+    @flow(name="h5pipe-bench-warmup")
+    def warmup() -> int:
+        return 1
+
+    warmup()
+
+
+def cache_params(inputs: Path, output: Path, pack_size: int):
+    from flows.params import CacheParams, RunOptions, TokenizerParams
+
+    return CacheParams(
+        input=str(inputs),
+        output=str(output),
+        tokenizer=TokenizerParams(path=str(GPT2), eos_token=GPT2_EOS),
+        processor="pt",
+        pack_size=pack_size,
+        pad_value=gpt2_eos_id() if pack_size else None,  # GPT-2 has no pad token: pad with eos
+        run=RunOptions(max_workers=2),
+    )
+
+
+def flow_pt_packed(ctx: Context) -> Measured:
+    from flows.runs import run_flow
+
+    start_prefect()
+    params = cache_params(ctx.folder("pt"), ctx.work / "h5", PACK)
+    seconds, result = timed(lambda: run_flow("cache", params))
+    summary = result["summary"]
+    return Measured(seconds, int(summary["tokens_written"]), {"chunks": summary["chunks"], "flow_seconds": summary["seconds"]})
+
+
+def cached_rerun(ctx: Context) -> Measured:
+    """The same cache_flow twice in one process: cold, then fully cached (Prefect cache hits)."""
+    from flows.runs import run_flow
+
+    start_prefect()
+    params = cache_params(ctx.folder("pt"), ctx.work / "h5", PACK)
+    cold, first = timed(lambda: run_flow("cache", params))
+    warm, second = timed(lambda: run_flow("cache", params))
+    detail = {"cold": cold, "warm": warm, "chunks": first["summary"]["chunks"]}
+    detail["cached_chunks"] = second["summary"]["cached_chunks"]
+    return Measured(cold, int(first["summary"]["tokens_written"]), detail)
+
+
+def texts_dataset(ctx: Context):
+    from datasets import Dataset
+
+    return Dataset.from_dict({"text": read_column(ctx.files("pt"), FIELDS["pt"])})
+
+
+def h5pipe_export(ctx: Context) -> Measured:
+    from pipeline_core import export_dataset
+
+    ds = texts_dataset(ctx)
+    chunk_rows = max(1, -(-len(ds) // max(1, len(ctx.files("pt")))))  # as many chunks as the corpus has
+    seconds, urls = timed(lambda: export_dataset(ds, str(ctx.work / "jsonl"), chunk_size=chunk_rows))
+    return Measured(seconds, None, {"rows": len(ds), "chunks": len(urls)})
+
+
+def datasets_to_json(ctx: Context) -> Measured:
+    ds = texts_dataset(ctx)
+    ctx.work.mkdir(parents=True, exist_ok=True)
+    seconds, _ = timed(lambda: ds.to_json(str(ctx.work / "train.jsonl")))
+    return Measured(seconds, None, {"rows": len(ds)})
+
+
+# ---- peers --------------------------------------------------------------------------------------
+def datatrove_tokenizer(ctx: Context) -> Measured:
+    """datatrove's DocumentTokenizer with its defaults (shuffled output), one task per chunk, 2 workers."""
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.tokens import DocumentTokenizer
+
+    out = ctx.work / "datatrove"
+    executor = LocalPipelineExecutor(
+        pipeline=[
+            JsonlReader(str(ctx.folder("pt")), glob_pattern="*.jsonl"),
+            DocumentTokenizer(str(out), tokenizer_name_or_path=str(GPT2), eos_token=GPT2_EOS),
+        ],
+        tasks=len(ctx.files("pt")),
+        workers=2,
+        logging_dir=str(ctx.work / "datatrove-logs"),
+    )
+    seconds, _ = timed(executor.run)
+    tokens = sum(p.stat().st_size for p in out.glob("*.ds")) // 2  # uint16 ids: GPT-2's vocab fits
+    return Measured(seconds, tokens, {"files": len(list(out.glob("*.ds")))})
+
+
+def datasets_map(ctx: Context) -> Measured:
+    """``load_dataset('json')`` + ``map(tokenize, batched=True, num_proc=2)`` + ``save_to_disk``."""
+    import datasets
+    import pyarrow.compute as pc
+    from tokenizers import Tokenizer
+
+    datasets.disable_progress_bars()
+    tok = Tokenizer.from_file(str(GPT2))
+    eos = tok.token_to_id(GPT2_EOS)
+
+    def tokenize(batch: dict) -> dict:
+        return {"input_ids": [e.ids + [eos] for e in tok.encode_batch(batch["text"])]}
+
+    def work():
+        ds = datasets.load_dataset(
+            "json", data_files=[str(p) for p in ctx.files("pt")], split="train", cache_dir=str(ctx.work / "hf-cache")
+        )
+        ds = ds.map(tokenize, batched=True, num_proc=2, remove_columns=["text"])
+        ds.save_to_disk(str(ctx.work / "saved"))
+        return ds
+
+    seconds, ds = timed(work)
+    tokens = int(pc.sum(pc.list_value_length(ds.data.column("input_ids"))).as_py())
+    return Measured(seconds, tokens, {"rows": len(ds)})
+
+
+# ---- the table ----------------------------------------------------------------------------------
+REF_PT = "tokenizers encode_batch"
+REF_SFT = "tokenizers encode_batch, sft rows"
+REF_DPO = "tokenizers encode_batch, dpo rows"
+GIGA_PT = "gigatoken encode_batch"
+GIGA_SFT = "gigatoken encode_batch, sft rows"
+GIGA_DPO = "gigatoken encode_batch, dpo rows"
+TO_JSON = "datasets Dataset.to_json"
+
+ROWS: list[Row] = [
+    Row(REF_PT, "pt", raw_tokenizers("encode_batch", "pt"), note="reference: batches of 1000 texts"),
+    Row("tokenizers encode_batch_fast", "pt", raw_tokenizers("encode_batch_fast", "pt"), REF_PT),
+    Row(GIGA_PT, "pt", raw_gigatoken("pt"), REF_PT),
+    Row("h5pipe cache pt", "pt", h5pipe_cache("pt"), REF_PT, fast=GIGA_PT),
+    Row("h5pipe cache pt packed 2048", "pt", h5pipe_cache("pt", PACK), REF_PT, fast=GIGA_PT),
+    Row("h5pipe cache_flow pt packed 2048", "pt", flow_pt_packed, REF_PT, 7.0, GIGA_PT, note="the target row"),
+    Row(REF_SFT, "sft", raw_tokenizers("encode_batch", "sft"), note="reference: query and response encoded"),
+    Row(GIGA_SFT, "sft", raw_gigatoken("sft"), REF_SFT),
+    Row("h5pipe cache sft", "sft", h5pipe_cache("sft"), REF_SFT, 3.0, GIGA_SFT),
+    Row(REF_DPO, "dpo", raw_tokenizers("encode_batch", "dpo"), note="reference: query, chosen, rejected encoded"),
+    Row(GIGA_DPO, "dpo", raw_gigatoken("dpo"), REF_DPO),
+    Row("h5pipe cache dpo", "dpo", h5pipe_cache("dpo"), REF_DPO, 3.0, GIGA_DPO),
+    Row(TO_JSON, "pt", datasets_to_json, note="reference for export"),
+    Row("h5pipe export_dataset", "pt", h5pipe_export, TO_JSON, 2.5),
+    Row("datatrove DocumentTokenizer", "pt", datatrove_tokenizer, REF_PT, fast=GIGA_PT, needs="datatrove"),
+    Row("datasets map + save_to_disk", "pt", datasets_map, REF_PT, fast=GIGA_PT),
+]
+RERUN = Row("cache_flow pt packed 2048, cold then cached", "pt", cached_rerun)
+MEMORY = "h5pipe cache pt packed 2048"  # the row the memory part runs on one large chunk
+BY_NAME = {r.name: r for r in [*ROWS, RERUN]}
+
+
+def peak_rss_bytes() -> int:
+    """Peak RSS of this process and of its largest waited-for child (ru_maxrss is KiB on Linux)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    scale = 1 if sys.platform == "darwin" else 1024
+    return max(own, children) * scale
+
+
+def run_row(name: str, corpus: Path, work: Path, result: Path) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    measured = BY_NAME[name].run(Context(corpus, work))
+    result.write_text(json.dumps({**asdict(measured), "peak_rss_self": peak_rss_bytes(), "pid": os.getpid()}))
+
+
+if __name__ == "__main__":
+    run_row(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))

@@ -1,0 +1,164 @@
+"""h5pipe throughput benchmark: raw encoders, h5pipe's stages and the peers, on one corpus.
+
+    python bench/throughput.py [--size-mb 40] [--chunk-mb 10] [--repeat 3] [--out bench/results]
+                               [--memory] [--memory-mb 100,1024] [--rerun-mb 10] [--no-rerun]
+                               [--only NAME,...] [--no-latest]
+
+Builds the corpus (bench/corpus.py: stdlib sources + shared fixtures, no network), then runs
+every row of bench/rows.py, each repetition in a fresh process (bench/runner.py), and writes
+``{out}/run-{time}/`` with results.json, report.md, chart.png and the rows' logs; with
+``--latest`` (the default) report.md and chart.png are also copied to bench/latest.md and
+bench/latest.png. ``--memory`` adds the peak RSS of the pt cache stage on one chunk of each
+``--memory-mb`` size; the cached-rerun part runs a 100-chunk job through cache_flow twice.
+See bench/README.md for what each row means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import machine, report  # noqa: E402
+from bench.corpus import Corpus, CorpusSpec, build  # noqa: E402
+from bench.rows import MEMORY, RERUN, ROWS, Row  # noqa: E402
+from bench.runner import Result, measure  # noqa: E402
+
+BENCH = Path(__file__).resolve().parent
+RERUN_CHUNKS = 100
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mb", type=float, default=40, help="corpus size in MB of text")
+    parser.add_argument("--chunk-mb", type=float, default=10, help="JSONL chunk size (the unit of parallel work)")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh-process runs per row; the best time is kept")
+    parser.add_argument("--out", type=Path, default=BENCH / "results")
+    parser.add_argument("--only", help="comma-separated substrings: run only the rows whose name has one")
+    parser.add_argument("--memory", action="store_true", help="also measure peak RSS on one large chunk")
+    parser.add_argument("--memory-mb", default="100,1024", help="chunk sizes in MB for --memory")
+    parser.add_argument("--rerun-mb", type=float, default=10, help="size of the 100-chunk cached-rerun job")
+    parser.add_argument("--no-rerun", dest="rerun", action="store_false")
+    parser.add_argument("--no-table", dest="table", action="store_false", help="skip the throughput rows")
+    parser.add_argument("--no-latest", dest="latest", action="store_false", help="do not update bench/latest.*")
+    args = parser.parse_args(argv)
+    if args.size_mb <= 0 or args.chunk_mb <= 0 or args.repeat < 1:
+        parser.error("--size-mb and --chunk-mb must be positive and --repeat at least 1")
+    return args
+
+
+def selected(rows: list[Row], only: str | None) -> list[Row]:
+    chosen = [r for r in rows if _available(r)]
+    if only:
+        wanted = [w.strip() for w in only.split(",") if w.strip()]
+        chosen = [r for r in chosen if any(w in r.name for w in wanted)]
+    return chosen
+
+
+def _available(row: Row) -> bool:
+    if row.needs is None:
+        return True
+    try:
+        __import__(row.needs)
+    except ImportError:
+        print(f"skipping {row.name}: {row.needs} is not installed (pip install -e .[bench])", flush=True)
+        return False
+    return True
+
+
+def run_rows(rows: list[Row], corpus: Corpus, run_dir: Path, repeat: int) -> list[Result]:
+    results = []
+    for row in rows:
+        started = time.perf_counter()
+        result = measure(row.name, corpus.root, run_dir / "work", repeat, run_dir / "rows.log")
+        status = result.error or f"best {result.seconds:.2f} s of {[round(s, 2) for s in result.runs]}"
+        print(f"  {row.name}: {status} ({time.perf_counter() - started:.0f} s in all)", flush=True)
+        results.append(result)
+    return results
+
+
+def run_memory(sizes: list[float], out: Path, run_dir: Path) -> list[dict]:
+    found = []
+    for size in sizes:
+        corpus = build(out / f"corpus-memory-{size:g}mb", CorpusSpec(size, size), shapes=("pt",))
+        print(f"memory: {size:g} MB chunk ({corpus.text_bytes / 1e6:.0f} MB of text)", flush=True)
+        r = measure(MEMORY, corpus.root, run_dir / "work", 1, run_dir / "rows.log")
+        found.append(
+            {
+                "chunk_mb": size,
+                "rows": corpus.documents,
+                "tokens": r.tokens,
+                "seconds": r.seconds,
+                "peak_rss": r.peak_rss,
+                "error": r.error,
+            }
+        )
+        print(f"  peak RSS {r.peak_rss / report.MIB:,.0f} MiB, {r.seconds:.1f} s {r.error or ''}", flush=True)
+    return found
+
+
+def run_rerun(size_mb: float, out: Path, run_dir: Path) -> dict | None:
+    spec = CorpusSpec(size_mb, size_mb / RERUN_CHUNKS, chunks=RERUN_CHUNKS)
+    corpus = build(out / f"corpus-rerun-{size_mb:g}mb", spec, shapes=("pt",))
+    print(f"cached rerun: {RERUN_CHUNKS} chunks, {corpus.text_bytes / 1e6:.1f} MB", flush=True)
+    r = measure(RERUN.name, corpus.root, run_dir / "work", 1, run_dir / "rows.log")
+    if r.error:
+        print(f"  {r.error}", flush=True)
+        return None
+    rerun = {**r.detail, "chunk_kb": corpus.text_bytes / RERUN_CHUNKS / 1e3, "peak_rss": r.peak_rss}
+    print(f"  cold {rerun['cold']:.2f} s, warm {rerun['warm']:.2f} s", flush=True)
+    return rerun
+
+
+def main(argv: list[str] | None = None) -> Path:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    run_dir = args.out / time.strftime("run-%Y%m%d-%H%M%S")
+    run_dir.mkdir()
+    about = machine.describe()
+    print(f"{about['cpu']}, {about['cores']} cores, load {about['load_start']}", flush=True)
+    spec = CorpusSpec(args.size_mb, args.chunk_mb)
+    corpus = build(args.out / f"corpus-{args.size_mb:g}mb-{args.chunk_mb:g}mb", spec)
+    print(f"corpus: {corpus.text_bytes / 1e6:.1f} MB, {corpus.documents:,} documents at {corpus.root}", flush=True)
+    results = run_rows(selected(ROWS, args.only), corpus, run_dir, args.repeat) if args.table else []
+    memory = run_memory([float(s) for s in args.memory_mb.split(",")], args.out, run_dir) if args.memory else []
+    rerun = run_rerun(args.rerun_mb, args.out, run_dir) if args.rerun else None
+    about["load_end"] = machine.load()
+    summary = {
+        "command": "python bench/throughput.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": about,
+        "corpus": {**asdict(spec), "documents": corpus.documents, "text_bytes": corpus.text_bytes, "chunks": len(corpus.files("pt"))},
+        "repeat": args.repeat,
+        "rows": [asdict(r) for r in results],
+        "memory": memory,
+        "rerun": rerun,
+    }
+    table = report.lines(results)
+    write_outputs(summary, table, run_dir)
+    print(report.text_table(table), flush=True)
+    if args.latest:
+        shutil.copyfile(run_dir / "report.md", BENCH / "latest.md")
+        if (run_dir / "chart.png").exists():
+            shutil.copyfile(run_dir / "chart.png", BENCH / "latest.png")
+    shutil.rmtree(run_dir / "work", ignore_errors=True)
+    print(f"wrote {run_dir}", flush=True)
+    return run_dir
+
+
+def write_outputs(summary: dict, table: list[report.Line], run_dir: Path) -> None:
+    (run_dir / "results.json").write_text(json.dumps(summary, indent=2, default=str))
+    (run_dir / "report.md").write_text(report.markdown(summary, table))
+    if any(line.tokens_per_second for line in table):
+        about = summary["machine"]
+        title = f"h5pipe benchmark, {summary['corpus']['text_bytes'] / 1e6:.0f} MB corpus, GPT-2, {about['cpu']} ({about['cores']})"
+        report.chart(table, run_dir / "chart.png", title)
+
+
+if __name__ == "__main__":
+    main()
