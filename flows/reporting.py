@@ -60,7 +60,17 @@ def totals(results: list[ChunkResult]) -> dict:
         "rows_truncated": sum(r.rows_truncated for r in results),
         "tokens_written": sum(r.tokens_written for r in results),
         "packs": sum(r.packs for r in results),
+        **packing_summary(results),
     }
+
+
+def packing_summary(results: list[ChunkResult]) -> dict:
+    """Pack utilisation against the lower bound (total tokens / pack size, rounded up, per chunk)."""
+    packed = [r for r in results if r.packs]
+    if not packed:
+        return {}
+    filled = sum(r.pack_fill * r.packs for r in packed) / sum(r.packs for r in packed)
+    return {"pack_utilisation": round(filled, 4), "lower_bound_packs": sum(r.lower_bound_packs for r in packed)}
 
 
 def publish_cache_report(results: list[ChunkResult], cached: list[bool], output: str, seconds: float) -> dict:

@@ -83,6 +83,7 @@ class ChunkResult(BaseModel):
     tokens_written: int = 0
     packs: int = 0
     pack_fill: float | None = None
+    lower_bound_packs: int = 0
     seconds: float = 0.0
 
 

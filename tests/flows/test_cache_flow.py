@@ -49,6 +49,8 @@ def test_second_run_is_fully_cached_and_rewrites_nothing(gpt2_path, c4_chunks, t
     assert second["cached"] == [True, True, True]
     assert mtimes(tmp_path / "out") == before
     assert second["summary"]["samples_written"] == 300 == first["summary"]["samples_written"]
+    assert 0 < first["summary"]["pack_utilisation"] <= 1
+    assert 0 < first["summary"]["lower_bound_packs"] <= first["summary"]["packs"]
     record = json.loads((tmp_path / "out" / "h5pipe-run.json").read_text())
     assert record["config"]["pack_size"] == 256 and record["summary"]["cached_chunks"] == 3
 
@@ -170,3 +172,16 @@ def test_artifacts_have_the_totals(gpt2_path, c4_chunks, tmp_path):
     assert sum(row["tokens"] for row in table) == state.result()["summary"]["tokens_written"]
     assert "| samples_written | 300 |" in by_key["h5pipe-cache-summary"].data
     assert float(by_key["h5pipe-cache-progress"].data) == 100.0
+
+
+def test_bfd_packing_reports_utilisation_near_the_lower_bound(gpt2_path, llamafactory, tmp_path):
+    rows = [
+        {"query": r["instruction"] + ("\n" + r["input"] if r["input"] else ""), "response": r["output"]}
+        for r in load_json_or_jsonl(llamafactory / "alpaca_en_demo.json")
+    ]
+    folder = write_chunks(tmp_path / "sft", rows, 1)
+    p = params(gpt2_path, folder, tmp_path / "out", processor="sft", pack_size=1024, pad_value=0, packing="bfd")
+    summary = cache_flow(p)["summary"]
+    assert summary["samples_written"] + summary["rows_skipped"] == len(rows)
+    assert summary["packs"] <= 1.03 * summary["lower_bound_packs"]
+    assert summary["pack_utilisation"] >= 0.95
