@@ -17,13 +17,17 @@ class Progress:
     """A progress artifact advanced as chunks finish."""
 
     def __init__(self, total: int, key: str, description: str) -> None:
-        self.total, self.done, self.key = max(total, 1), 0, key
+        self.total, self.done, self.key, self.shown = max(total, 1), 0, key, 0.0
         self.id = create_progress_artifact(progress=0.0, key=key, description=description)
         notify(key, 0, self.total)
 
     def advance(self) -> None:
+        """One more chunk done; the artifact (an API call) moves in steps of at least 5%."""
         self.done += 1
-        update_progress_artifact(self.id, progress=100.0 * self.done / self.total)
+        percent = 100.0 * self.done / self.total
+        if percent - self.shown >= 5 or self.done == self.total:
+            update_progress_artifact(self.id, progress=percent)
+            self.shown = percent
         notify(self.key, self.done, self.total)
 
 
