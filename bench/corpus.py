@@ -106,7 +106,11 @@ def fixture_documents(folder: Path = FIXTURES / "llamafactory") -> Iterator[str]
         if not path.exists():
             continue
         raw = path.read_bytes()
-        rows = [orjson.loads(line) for line in raw.splitlines() if line.strip()] if name.endswith(".jsonl") else orjson.loads(raw)
+        rows = (
+            [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+            if name.endswith(".jsonl")
+            else orjson.loads(raw)
+        )
         yield from (s for s in _strings(rows) if len(s) >= MIN_CHARS)
 
 
@@ -183,7 +187,8 @@ class ChunkedJsonl:
         self.close()
         self.index += 1
         self.size = 0
-        self._f = open(self.folder / f"{self.prefix}_chunk_{self.index}.jsonl", "wb", buffering=1 << 20)
+        name = self.folder / f"{self.prefix}_chunk_{self.index}.jsonl"
+        self._f = open(name, "wb", buffering=1 << 20)  # noqa: SIM115 - rolls over; closed by close()
 
     def close(self) -> None:
         if self._f is not None:
@@ -196,7 +201,8 @@ class DealtJsonl:
 
     def __init__(self, folder: Path, chunks: int, prefix: str = "train") -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self._files = [open(folder / f"{prefix}_chunk_{i}.jsonl", "wb", buffering=1 << 16) for i in range(chunks)]
+        names = [folder / f"{prefix}_chunk_{i}.jsonl" for i in range(chunks)]
+        self._files = [open(n, "wb", buffering=1 << 16) for n in names]  # noqa: SIM115 - closed by close()
         self._next = 0
 
     def write(self, row: dict) -> None:

@@ -10,7 +10,18 @@ from pathlib import Path
 
 import psutil
 
-LIBRARIES = ("h5pipe", "tokenizers", "gigatoken", "datasets", "datatrove", "pyarrow", "h5py", "numpy", "orjson", "prefect")
+LIBRARIES = (
+    "h5pipe",
+    "tokenizers",
+    "gigatoken",
+    "datasets",
+    "datatrove",
+    "pyarrow",
+    "h5py",
+    "numpy",
+    "orjson",
+    "prefect",
+)
 
 
 def cpu_model() -> str:

@@ -34,10 +34,23 @@ def record(row: str, corpus: Path, out: Path, rate: int) -> Path:
     target = out / f"profile-{_slug(row)}.speedscope.json"
     command = [sys.executable, str(ROWS_SCRIPT), row, str(corpus), str(work), str(work / "result.json")]
     # --idle: a thread waiting on the native encoders' worker threads is busy for us, not idle
-    spy = ["py-spy", "record", "--idle", "--rate", str(rate), "--subprocesses", "--format", "speedscope", "-o", str(target), "--"]
+    spy = [
+        "py-spy",
+        "record",
+        "--idle",
+        "--rate",
+        str(rate),
+        "--subprocesses",
+        "--format",
+        "speedscope",
+        "-o",
+        str(target),
+        "--",
+    ]
     subprocess.run(spy + command, check=True, env=child_env(work), stdout=subprocess.DEVNULL)
     measured = json.loads((work / "result.json").read_text())
-    print(f"{row}: {measured['seconds']:.2f} s measured, {measured['tokens']:,} tokens (under py-spy)")
+    tokens = f", {measured['tokens']:,} tokens" if measured["tokens"] is not None else ""
+    print(f"{row}: {measured['seconds']:.2f} s measured{tokens} (under py-spy)")
     shutil.rmtree(work, ignore_errors=True)
     return target
 

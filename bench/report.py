@@ -63,8 +63,18 @@ def lines(results: list[Result]) -> list[Line]:
             tokens, borrowed = by_name[REF_PT].tokens, True
         out.append(
             Line(
-                r.name, row.shape, tokens, borrowed, r.seconds, r.peak_rss, ratio, of_fast, row.reference, row.target,
-                r.runs, r.error,
+                r.name,
+                row.shape,
+                tokens,
+                borrowed,
+                r.seconds,
+                r.peak_rss,
+                ratio,
+                of_fast,
+                row.reference,
+                row.target,
+                r.runs,
+                r.error,
             )
         )
     return out
@@ -83,7 +93,9 @@ def _fmt(value: float | None, spec: str) -> str:
 def table_rows(table: list[Line]) -> list[list[str]]:
     rows = []
     for line in table:
-        tps = _fmt(line.tokens_per_second and line.tokens_per_second / 1e6, ".2f") + ("*" if line.tokens_are_reference else "")
+        tps = _fmt(line.tokens_per_second and line.tokens_per_second / 1e6, ".2f") + (
+            "*" if line.tokens_are_reference else ""
+        )
         rows.append(
             [
                 line.name,
@@ -102,7 +114,19 @@ def table_rows(table: list[Line]) -> list[list[str]]:
     return rows
 
 
-HEADER = ["row", "input", "tokens", "seconds", "M tok/s", "ratio", "vs", "target", "verdict", "of gigatoken", "peak RSS MiB"]
+HEADER = [
+    "row",
+    "input",
+    "tokens",
+    "seconds",
+    "M tok/s",
+    "ratio",
+    "vs",
+    "target",
+    "verdict",
+    "of gigatoken",
+    "peak RSS MiB",
+]
 
 
 def text_table(table: list[Line]) -> str:

@@ -126,7 +126,9 @@ def h5pipe_cache(kind: str, pack_size: int = 0) -> Callable[[Context], Measured]
         seconds, outputs = timed(lambda: cache_jsonl(str(ctx.folder(kind)), str(out), processor, pack_size, pad))
         attrs = [read_attrs(o) for o in outputs]
         tokens = sum(int(a["tokens_written"]) for a in attrs)
-        return Measured(seconds, tokens, {"backend": tok.backend_name, "samples": sum(int(a["samples_written"]) for a in attrs)})
+        return Measured(
+            seconds, tokens, {"backend": tok.backend_name, "samples": sum(int(a["samples_written"]) for a in attrs)}
+        )
 
     return run
 
@@ -169,7 +171,9 @@ def flow_pt_packed(ctx: Context) -> Measured:
     params = cache_params(ctx.folder("pt"), ctx.work / "h5", PACK)
     seconds, result = timed(lambda: run_flow("cache", params))
     summary = result["summary"]
-    return Measured(seconds, int(summary["tokens_written"]), {"chunks": summary["chunks"], "flow_seconds": summary["seconds"]})
+    return Measured(
+        seconds, int(summary["tokens_written"]), {"chunks": summary["chunks"], "flow_seconds": summary["seconds"]}
+    )
 
 
 def cached_rerun(ctx: Context) -> Measured:

@@ -8,6 +8,7 @@ server. A peak shorter than the sampling period can be missed by (b), never by (
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,10 +56,8 @@ def tree_rss(root: psutil.Process) -> int:
     except psutil.Error:
         return 0
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.Error):  # a helper may exit between listing and reading
             total += proc.memory_info().rss
-        except psutil.Error:
-            pass
     return total
 
 

@@ -133,7 +133,12 @@ def main(argv: list[str] | None = None) -> Path:
     summary = {
         "command": "python bench/throughput.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": about,
-        "corpus": {**asdict(spec), "documents": corpus.documents, "text_bytes": corpus.text_bytes, "chunks": len(corpus.files("pt"))},
+        "corpus": {
+            **asdict(spec),
+            "documents": corpus.documents,
+            "text_bytes": corpus.text_bytes,
+            "chunks": len(corpus.files("pt")),
+        },
         "repeat": args.repeat,
         "rows": [asdict(r) for r in results],
         "memory": memory,
