@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from bench.backend_corpus import _strings  # noqa: E402 - one walker of nested JSON strings for both corpora
+
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 GPT2 = FIXTURES / "tokenizers" / "gpt2" / "tokenizer.json"
 GPT2_EOS = "<|endoftext|>"
@@ -112,17 +114,6 @@ def fixture_documents(folder: Path = FIXTURES / "llamafactory") -> Iterator[str]
             else orjson.loads(raw)
         )
         yield from (s for s in _strings(rows) if len(s) >= MIN_CHARS)
-
-
-def _strings(value) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def documents(total_bytes: int, seed: int = 0) -> Iterator[str]:
