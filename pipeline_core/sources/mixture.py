@@ -22,7 +22,7 @@ from pipeline_core.sources.base import DatasetCounts, Record
 from pipeline_core.sources.dataset_info import DatasetEntry
 from pipeline_core.sources.fingerprint import digest
 from pipeline_core.sources.mixing import POOL, SELECT, Interleave, Selection, Subset, mix_counts
-from pipeline_core.sources.single import ROW_BATCH, DatasetSource, require_sized
+from pipeline_core.sources.single import ROW_BATCH, DatasetSource, RowsFromRecords
 
 log = logging.getLogger(__name__)
 MIX_VERSION = 1  # bump when the plan for the same inputs changes
@@ -47,7 +47,7 @@ class Part:
         return self.pool.at(unique)[inverse]
 
 
-class MixtureSource:
+class MixtureSource(RowsFromRecords):
     def __init__(self, parts: Sequence[Part], *, name: str, seed: int = 0, total: int | None = None) -> None:
         if not parts:
             raise ConfigError(f"{name}: no datasets to mix")
@@ -72,13 +72,6 @@ class MixtureSource:
             limits = [n for n in (stop, self.parts[0].entry.size) if n is not None]
             return self.parts[0].source.records(start, min(limits, default=None))
         return self._mixed(start, self.interleave.total if stop is None else stop)
-
-    def iter_rows(self, start: int, stop: int) -> Iterator[dict]:
-        require_sized(self, "iter_rows")
-        return (r.row for r in self.records(start, stop))
-
-    def __iter__(self) -> Iterator[dict]:
-        return (r.row for r in self.records())
 
     def summary(self) -> dict[str, DatasetCounts]:
         return {p.entry.name: _counts(p) for p in self.parts}

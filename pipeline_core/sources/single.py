@@ -17,7 +17,18 @@ from pipeline_core.sources.base import DatasetCounts, Record
 ROW_BATCH = 8192
 
 
-class DatasetSource:
+class RowsFromRecords:
+    """``iter_rows`` and ``__iter__`` of a source, as the plain rows of its ``records``."""
+
+    def iter_rows(self, start: int, stop: int) -> Iterator[dict]:
+        require_sized(self, "iter_rows")
+        return (r.row for r in self.records(start, stop))
+
+    def __iter__(self) -> Iterator[dict]:
+        return (r.row for r in self.records())
+
+
+class DatasetSource(RowsFromRecords):
     def __init__(self, data, *, name: str, fingerprint: Callable[[], str], converter: Converter | None = None):
         self.name = name
         self.data = data
@@ -50,13 +61,6 @@ class DatasetSource:
             batch = indices[lo : lo + ROW_BATCH].tolist()
             rows = self._arrow[batch].to_pylist() if self._arrow is not None else [self.data[i] for i in batch]
             yield from (Record(self.name, i, row) for i, row in zip(batch, rows))
-
-    def iter_rows(self, start: int, stop: int) -> Iterator[dict]:
-        require_sized(self, "iter_rows")
-        return (r.row for r in self.records(start, stop))
-
-    def __iter__(self) -> Iterator[dict]:
-        return (r.row for r in self.records())
 
     def summary(self) -> dict[str, DatasetCounts]:
         return {self.name: DatasetCounts(self.name, rows_available=self.num_rows, rows_taken=self.num_rows)}
