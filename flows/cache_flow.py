@@ -7,9 +7,18 @@ import time
 from prefect import flow, unmapped
 from prefect.logging import get_run_logger
 
-from flows.chunks import in_order, output_matches, rebuild_bad_hits, run_chunks, sweep_outputs
+from flows.chunks import (
+    ChunkOutcome,
+    in_order,
+    output_matches,
+    raise_failures,
+    rebuild_bad_hits,
+    run_chunks,
+    sweep_outputs,
+)
 from flows.commit import Committer
 from flows.params import CacheParams, redacted
+from flows.plan import Plan, merged, plan_chunks
 from flows.reporting import Progress, publish_cache_report
 from flows.run_record import save_run_record
 from flows.runners import build_task_runner, default_task_runner, needs_own_runner
@@ -21,7 +30,7 @@ from pipeline_core.redact import protect_secrets
 from tasks.cache import cache_chunk
 from tasks.hashing import hash_chunk
 from tasks.keys import digest
-from tasks.models import CacheJob
+from tasks.models import CacheJob, ChunkResult
 from tasks.retry import backoff_delays
 
 
@@ -65,6 +74,20 @@ def chunk_inputs(value: str | list[str], storage: dict) -> list[str]:
     return [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")]
 
 
+def _run_todo(plan: Plan, task, job: CacheJob, inputs, committed, storage, progress, committer) -> ChunkOutcome:
+    """hash + cache tasks for the chunks the plan could not reuse; indices are positions in ``plan.todo``."""
+    if not plan.todo:
+        return ChunkOutcome()
+    urls = [inputs[i] for i in plan.todo]
+    digests = hash_chunk.map(urls, unmapped(storage))
+    futures = task.map(unmapped(job), digests, unmapped(storage), [committed[i] for i in plan.todo])
+
+    def stamp(k: int, result: ChunkResult) -> None:
+        result.source_stamp = plan.stamps[plan.todo[k]]  # taken before hash_chunk read the bytes
+
+    return run_chunks(futures, urls, progress, committer, stamp)
+
+
 def _name(url: str) -> str:
     return url.rsplit("/", 1)[-1]
 
@@ -93,21 +116,34 @@ def _cache_run(params: CacheParams) -> dict:
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
     outputs = [output_names(u, params.output)[0] for u in inputs]
     committed = [committer.previous(_name(o)) for o in outputs]
-    logger.info("caching %d chunk(s) into %s with %s", len(inputs), params.output, params.processor)
+    plan = plan_chunks(inputs, outputs, committed, params.run.verify_hits, storage, params.run.trust_stamps)
+    logger.info(
+        "caching %d chunk(s) into %s with %s; %d unchanged since the manifest's run, reused without a task",
+        len(inputs),
+        params.output,
+        params.processor,
+        len(plan.reused),
+    )
     task = cache_chunk.with_options(
         result_storage=result_storage_for(params.output, storage, params.run.result_storage),
         retries=params.run.retries,
         retry_delay_seconds=backoff_delays(params.run.retries, params.run.retry_delay),
     )
-    digests = hash_chunk.map(inputs, unmapped(storage))
-    futures = task.map(unmapped(job), digests, unmapped(storage), committed)
     progress = Progress(len(inputs), "h5pipe-cache-progress", f"chunks cached into {params.output}")
-    outcome = run_chunks(futures, inputs, progress, committer)
+    progress.advance(len(plan.reused))
+    outcome = merged(plan, _run_todo(plan, task, job, inputs, committed, storage, progress, committer))
+    raise_failures(outcome, inputs)
+
+    def rebuild(i: int) -> ChunkResult:
+        result = task.with_options(refresh_cache=True).submit(job, hash_chunk(inputs[i], storage), storage).result()
+        result.source_stamp = plan.stamps[i]
+        return result
+
     rebuild_bad_hits(
         outcome,
         inputs,
         lambda result: output_matches(result, params.run.verify_hits, storage),
-        lambda i: task.with_options(refresh_cache=True).submit(job, digests[i].result(), storage).result(),
+        rebuild,
         committer,
         logger,
     )

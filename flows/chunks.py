@@ -17,6 +17,7 @@ class ChunkOutcome:
     results: dict[int, object] = field(default_factory=dict)
     cached: dict[int, bool] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
+    reused: set[int] = field(default_factory=set)  # hits the flow verified itself (flows/plan.py)
 
 
 def collect(
@@ -64,22 +65,27 @@ def output_matches(result, how: str, storage_options: dict) -> bool:
     return matches(result.output_url, FileDigest(result.sha256, result.size), storage_options)
 
 
-def run_chunks(futures: list[PrefectFuture], names: list[str], progress, committer) -> ChunkOutcome:
-    """Collect mapped chunk tasks: advance the progress and commit each result as it lands."""
+def run_chunks(
+    futures: list[PrefectFuture], names: list[str], progress, committer, annotate: Callable | None = None
+) -> ChunkOutcome:
+    """Collect mapped chunk tasks: advance the progress and commit each result as it lands.
+
+    ``annotate(i, result)`` may complete a result (in place) before it is committed.
+    """
 
     def finished(i: int, result) -> None:
         progress.advance()
         if result is not None:
+            if annotate:
+                annotate(i, result)
             committer.record(result)
 
-    outcome = collect(futures, names, finished)
-    raise_failures(outcome, names)
-    return outcome
+    return collect(futures, names, finished)
 
 
 def rebuild_bad_hits(outcome: ChunkOutcome, names: list[str], is_valid, rebuild, committer, logger) -> None:
     """A cache hit whose output is gone or changed is recomputed (``rebuild(i)``), never trusted."""
-    for i in [i for i, hit in outcome.cached.items() if hit]:
+    for i in [i for i, hit in outcome.cached.items() if hit and i not in outcome.reused]:
         if not is_valid(outcome.results[i]):
             logger.warning("cache hit for %s points at a missing or changed output; rebuilding", names[i])
             outcome.results[i] = rebuild(i)

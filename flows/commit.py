@@ -28,7 +28,7 @@ class Committer:
         """Add one finished output and rewrite the manifest (atomically)."""
         name = result.output_url.rsplit("/", 1)[-1]
         known = self.manifest.entries.get(name)
-        if known and (known.sha256, known.size) == (result.sha256, result.size):
+        if known and known.extra.get("result") == result.model_dump():
             return  # already committed (a cache hit or a resumed chunk): no rewrite
         self.manifest.entries[name] = ManifestEntry(
             name=name,

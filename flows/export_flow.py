@@ -8,7 +8,7 @@ from prefect import flow, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.logging import get_run_logger
 
-from flows.chunks import in_order, output_matches, rebuild_bad_hits, run_chunks, sweep_outputs
+from flows.chunks import in_order, output_matches, raise_failures, rebuild_bad_hits, run_chunks, sweep_outputs
 from flows.commit import Committer
 from flows.params import ExportParams, redacted
 from flows.reporting import Progress, summary_markdown
@@ -141,6 +141,7 @@ def _run_mapped(job: ExportJob, storage: dict, options: dict, n: int, committer:
     futures = task.map(unmapped(job), list(range(n)), unmapped(storage))
     progress = Progress(n, "h5pipe-export-progress", f"chunks exported to {job.output_dir}")
     outcome = run_chunks(futures, names, progress, committer)
+    raise_failures(outcome, names)
     rebuild_bad_hits(
         outcome,
         names,

@@ -76,6 +76,9 @@ class RunOptions(BaseModel):
     retries: int = Field(3, ge=0, description="retries of a chunk on transient I/O errors")
     retry_delay: float = Field(2.0, ge=0, description="first retry delay in seconds; doubles, with jitter")
     verify_hits: Literal["sha256", "size"] = Field("sha256", description="how a cache hit's output is checked")
+    trust_stamps: bool = Field(
+        True, description="reuse a chunk whose input's size and ETag/mtime match the manifest without rehashing it"
+    )
     result_storage: str | None = Field(None, description="where task results live; default: beside the outputs")
     storage: StorageOptions = Field(default_factory=StorageOptions)
 

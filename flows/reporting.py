@@ -21,9 +21,11 @@ class Progress:
         self.id = create_progress_artifact(progress=0.0, key=key, description=description)
         notify(key, 0, self.total)
 
-    def advance(self) -> None:
-        """One more chunk done; the artifact (an API call) moves in steps of at least 5%."""
-        self.done += 1
+    def advance(self, chunks: int = 1) -> None:
+        """``chunks`` more done; the artifact (an API call) moves in steps of at least 5%."""
+        if chunks <= 0:
+            return
+        self.done += chunks
         percent = 100.0 * self.done / self.total
         if percent - self.shown >= 5 or self.done == self.total:
             update_progress_artifact(self.id, progress=percent)

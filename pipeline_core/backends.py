@@ -16,7 +16,6 @@ Backends, by name (``create_backend``):
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from collections.abc import Callable
 from itertools import chain
@@ -33,6 +32,7 @@ from pipeline_core.backends_gigatoken import (
 from pipeline_core.errors import ConfigError
 from pipeline_core.probe import probe_texts, verify_backend
 from pipeline_core.ragged import Ragged, offsets_from_lengths
+from pipeline_core.verdicts import UNKNOWN, recall, remember, verdict_key
 
 
 class EncodeBackend(Protocol):
@@ -71,24 +71,21 @@ def create_backend(tokenizer_json: str, backend: str = "auto") -> EncodeBackend:
     return build(tokenizer_json)
 
 
-# sha256 of a tokenizer.json -> None when gigatoken reproduced `tokenizers` on it, else why not.
-# Pipelines and tests load the same tokenizer many times in one process; the verdict cannot
-# change within a process (same tokenizer, same gigatoken), so the probe check runs once.
-_VERDICTS: dict[str, str | None] = {}
-
-
 def _forced_gigatoken(tokenizer_json: str) -> EncodeBackend:
-    key = hashlib.sha256(tokenizer_json.encode("utf-8")).hexdigest()
-    if _VERDICTS.get(key) is not None:
-        raise GigatokenUnavailable(_VERDICTS[key])
+    """gigatoken, checked against `tokenizers` on the probe set unless a verdict is recorded (verdicts.py)."""
+    key = verdict_key(tokenizer_json)
+    known = recall(key)
+    if known is not UNKNOWN and known is not None:
+        raise GigatokenUnavailable(known)
     try:
         candidate = GigatokenBackend(tokenizer_json)  # a tokenizer gigatoken cannot load fails here, first
-        if key not in _VERDICTS:
+        if known is UNKNOWN:
             _verify(candidate, TokenizersBackend(tokenizer_json), tokenizer_json)
     except GigatokenUnavailable as err:
-        _VERDICTS[key] = err.reason
+        remember(key, err.reason)
         raise
-    _VERDICTS[key] = None
+    if known is UNKNOWN:
+        remember(key, None)
     candidate.verified = True
     return candidate
 

@@ -21,9 +21,8 @@ character, so the cache never holds more than that many entries, whatever the da
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
+import orjson
 
 from pipeline_core.errors import ConfigError
 from pipeline_core.probe import Mismatch
@@ -100,9 +99,9 @@ class GigatokenBackend:
 
 def without_special_added_tokens(tokenizer_json: str) -> str:
     """The tokenizer.json with special entries dropped from ``added_tokens`` (vocab untouched)."""
-    config = json.loads(tokenizer_json)
+    config = orjson.loads(tokenizer_json)
     config["added_tokens"] = [t for t in config.get("added_tokens") or [] if not t.get("special")]
-    return json.dumps(config, ensure_ascii=False)
+    return orjson.dumps(config).decode("utf-8")
 
 
 def load_gigatoken(tokenizer_json: str):

@@ -10,9 +10,12 @@ long enough to be split across threads, and every added-token string of the toke
 
 from __future__ import annotations
 
-import json
+import hashlib
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
+
+import orjson
 
 if TYPE_CHECKING:
     from pipeline_core.backends import EncodeBackend
@@ -78,7 +81,7 @@ def preview(text: str, limit: int = 80) -> str:
 
 def added_token_strings(tokenizer_json: str) -> list[str]:
     """Contents of every added token (special or not) of a serialised tokenizer."""
-    added = json.loads(tokenizer_json).get("added_tokens") or []
+    added = orjson.loads(tokenizer_json).get("added_tokens") or []
     return [str(t["content"]) for t in added]
 
 
@@ -94,6 +97,13 @@ def probe_texts(tokenizer_json: str) -> list[str]:
         probes.extend(token_probes(token))
     probes.append(_long_document(probes))
     return probes
+
+
+@cache
+def probe_set_version() -> str:
+    """A digest of everything probe_texts adds besides the tokenizer's own tokens (verdicts.py keys on it)."""
+    parts = [*BUILTIN_PROBES, *token_probes("<T>"), str(_LONG_DOCUMENT_CHARS), str(_LONG_DOCUMENT_MAX_PIECE)]
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _long_document(probes: list[str]) -> str:

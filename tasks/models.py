@@ -73,6 +73,7 @@ class ChunkResult(BaseModel):
     output_url: str
     errors_url: str | None = None
     source_sha256: str
+    source_stamp: str | None = None  # the input's stamp when it was hashed (flows/plan.py)
     sha256: str
     size: int
     rows_read: int

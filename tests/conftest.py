@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures"
+
+# Recorded backend verdicts (pipeline_core/verdicts.py) go to a folder of this session, never
+# ~/.cache: every test session checks gigatoken against `tokenizers` for itself.
+os.environ.setdefault("H5PIPE_CACHE_DIR", tempfile.mkdtemp(prefix="h5pipe-test-cache-"))
 
 
 def fixtures_dir() -> Path:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline_core import backends
+from pipeline_core import backends, verdicts
 from pipeline_core.backends import TokenizersBackend, create_backend
 from pipeline_core.backends_gigatoken import GigatokenBackend, ragged_from_awkward
 from pipeline_core.probe import BUILTIN_PROBES, Mismatch, preview, probe_texts, verify_backend
@@ -97,9 +97,12 @@ def gpt2_by_backend() -> dict[str, AutoTokenizer]:
 
 
 @pytest.fixture
-def fresh_verdicts(monkeypatch) -> None:
-    """Forget probe verdicts memoised by earlier tests, so this test runs the real check."""
-    monkeypatch.setattr(backends, "_VERDICTS", {})
+def fresh_verdicts(monkeypatch, tmp_path) -> Path:
+    """Forget verdicts recorded by earlier tests (memory and disk), so this test runs the real check."""
+    monkeypatch.setenv("H5PIPE_CACHE_DIR", str(tmp_path / "cache"))
+    verdicts.forget_all_in_memory()
+    yield tmp_path / "cache" / "backend-verdicts"
+    verdicts.forget_all_in_memory()
 
 
 def gpt2_variant(change) -> str:
@@ -268,7 +271,7 @@ def test_verdict_is_memoised_and_still_warns_once_per_load(fresh_verdicts):
         with pytest.warns(UserWarning, match="Hello, world! The quick") as caught:
             assert create_backend(tokenizer_json, "auto").name == "tokenizers"
         assert len(caught) == 1
-    assert list(backends._VERDICTS.values()) == [caught[0].message.args[0].split("; using")[0]]
+    assert verdicts.recall(verdicts.verdict_key(tokenizer_json)) == caught[0].message.args[0].split("; using")[0]
     with pytest.raises(ValueError, match="does not reproduce.*backend='tokenizers'"):
         create_backend(tokenizer_json, "gigatoken")
 

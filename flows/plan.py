@@ -1,0 +1,76 @@
+"""Which chunks need a task: outputs the manifest shows as current are reused without one.
+
+A rerun over unchanged inputs should cost a listing, not a Prefect task run per chunk. Before
+submitting anything, the cache flow compares each input with its output's manifest entry:
+
+- the entry was written for this input URL, and the input's stamp (size plus ETag or mtime and
+  inode, see pipeline_core/io/stamps.py) equals the stamp recorded when it was hashed, so the
+  recorded source sha256 still describes its bytes;
+- the output is the expected file and still verifies (``verify_hits``: size from the folder
+  listing, or a full sha256);
+- the manifest's config hash is this run's (Committer.open refuses or resets it otherwise).
+
+Such chunks are *reused*: reported as cached, no task submitted. Every other chunk goes through
+hash_chunk and cache_chunk as before, where Prefect's content-keyed cache and the task's own
+manifest resume still apply. ``RunOptions.trust_stamps=False`` turns this off (every input
+hashed again on every run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flows.chunks import ChunkOutcome
+from pipeline_core.io.hashing import FileDigest, matches
+from pipeline_core.io.stamps import file_infos, stamp_of
+from tasks.models import ChunkResult
+
+
+@dataclass
+class Plan:
+    stamps: list[str | None]  # each input's stamp, taken before anything reads it
+    reused: dict[int, ChunkResult] = field(default_factory=dict)
+    todo: list[int] = field(default_factory=list)
+
+
+def plan_chunks(
+    inputs: list[str], outputs: list[str], committed: list[dict | None], verify: str, storage: dict, trust: bool = True
+) -> Plan:
+    """Split chunks into reused (current per the manifest) and todo (need hash + cache tasks)."""
+    infos = file_infos(inputs, storage)
+    plan = Plan([stamp_of(infos[u]) if infos[u] else None for u in inputs])
+    output_infos = file_infos(outputs, storage) if trust else {}
+    for i, (url, output, entry) in enumerate(zip(inputs, outputs, committed)):
+        result = _current(url, plan.stamps[i], output, entry, output_infos.get(output), verify, storage)
+        if trust and result is not None:
+            plan.reused[i] = result
+        else:
+            plan.todo.append(i)
+    return plan
+
+
+def _current(url, stamp, output, entry, output_info, verify, storage) -> ChunkResult | None:
+    if entry is None or stamp is None or output_info is None:
+        return None
+    result = ChunkResult.model_validate(entry)
+    if (result.input_url, result.source_stamp, result.output_url) != (url, stamp, output):
+        return None
+    if output_info.get("size") != result.size:
+        return None
+    if verify == "sha256" and not matches(output, FileDigest(result.sha256, result.size), storage):
+        return None
+    return result
+
+
+def merged(plan: Plan, ran: ChunkOutcome) -> ChunkOutcome:
+    """The whole run's outcome by input index: reused chunks as cache hits, plus the tasks' (``ran``)."""
+    outcome = ChunkOutcome()
+    for i, result in plan.reused.items():
+        outcome.results[i], outcome.cached[i] = result, True
+        outcome.reused.add(i)
+    for k, i in enumerate(plan.todo):
+        if k in ran.results:
+            outcome.results[i], outcome.cached[i] = ran.results[k], ran.cached[k]
+        if k in ran.failures:
+            outcome.failures[i] = ran.failures[k]
+    return outcome

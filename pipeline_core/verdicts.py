@@ -1,0 +1,119 @@
+"""Probe verdicts, remembered: did gigatoken reproduce `tokenizers` on this tokenizer?
+
+Checking the fast backend against the reference (probe.py) builds a second, slow tokenizer and
+encodes ~100k characters with both: about a second, paid by every process that loads the
+tokenizer (each flow run, each worker). The verdict is a pure function of the tokenizer.json,
+the probe set and the two libraries' versions, so it is recorded once per combination:
+
+- in memory, for the rest of the process;
+- on disk, one small JSON file per combination under ``{cache dir}/backend-verdicts/``, where the
+  cache dir is ``$H5PIPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/h5pipe``, else ``~/.cache/h5pipe``.
+  ``H5PIPE_CACHE_DIR=none`` turns the disk records off (every new process checks again).
+
+A record holds ``None`` (gigatoken reproduced every probe) or the reason it did not. A new
+version of either library, a changed probe set or any byte of the tokenizer.json gives a new
+key, so a stale record is never consulted. An unreadable record is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+from pipeline_core.probe import probe_set_version
+
+UNKNOWN = object()  # recall() found no record
+_memory: dict[str, str | None] = {}
+
+
+def verdict_key(tokenizer_json: str) -> str:
+    """What the verdict depends on: tokenizer bytes, probe set, gigatoken and tokenizers versions."""
+    parts = [
+        hashlib.sha256(tokenizer_json.encode("utf-8")).hexdigest(),
+        probe_set_version(),
+        _version("gigatoken"),
+        _version("tokenizers"),
+    ]
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+
+
+def recall(key: str):
+    """The recorded verdict (None or a reason), or ``UNKNOWN`` when none is recorded."""
+    if key in _memory:
+        return _memory[key]
+    found = _read_record(key)
+    if found is not UNKNOWN:
+        _memory[key] = found
+    return found
+
+
+def remember(key: str, reason: str | None) -> None:
+    _memory[key] = reason
+    _write_record(key, reason)
+
+
+def forget_all_in_memory() -> None:
+    """For tests: drop the in-process verdicts (disk records stay; point the cache dir elsewhere)."""
+    _memory.clear()
+
+
+def cache_dir() -> Path | None:
+    """Where records live, or None when ``H5PIPE_CACHE_DIR=none`` turns them off."""
+    chosen = os.environ.get("H5PIPE_CACHE_DIR")
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "none", "off") else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "h5pipe"
+
+
+def _record_path(key: str) -> Path | None:
+    root = cache_dir()
+    return None if root is None else root / "backend-verdicts" / f"{key}.json"
+
+
+def _read_record(key: str):
+    path = _record_path(key)
+    if path is None or not path.is_file():
+        return UNKNOWN
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        reason = record["reason"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return UNKNOWN  # torn or foreign file: check again and overwrite it
+    return reason if isinstance(reason, str) or reason is None else UNKNOWN
+
+
+def _write_record(key: str, reason: str | None) -> None:
+    """Best effort, atomic: a read-only or full cache dir only costs the next process a check."""
+    path = _record_path(key)
+    if path is None:
+        return
+    record = {
+        "reason": reason,
+        "gigatoken": _version("gigatoken"),
+        "tokenizers": _version("tokenizers"),
+        "probe_set": probe_set_version(),
+        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "absent"

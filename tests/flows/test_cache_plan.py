@@ -1,0 +1,78 @@
+"""Unchanged chunks are reused from the manifest without a task; anything else still runs one."""
+
+from __future__ import annotations
+
+import os
+
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+from flows.cache_flow import cache_flow
+from pipeline_core import read_attrs
+from tests.flows.test_cache_flow import mtimes, params
+
+
+def run(p) -> tuple[dict, list[str]]:
+    """The flow's result and the names of the task runs it made."""
+    state = cache_flow(p, return_state=True)
+    this_run = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+    with get_client(sync_client=True) as client:
+        task_runs = client.read_task_runs(flow_run_filter=this_run)
+    return state.result(), sorted(t.name.rsplit("-", 1)[0] for t in task_runs)  # "cache-chunk-3f2" -> "cache-chunk"
+
+
+def test_unchanged_rerun_submits_no_task(gpt2_path, c4_chunks, tmp_path):
+    p = params(gpt2_path, c4_chunks, tmp_path / "out", pack_size=256, pad_value=0)
+    first, first_tasks = run(p)
+    assert len(first_tasks) == 6  # hash-chunk and cache-chunk for each of 3 chunks
+    before = mtimes(tmp_path / "out")
+    second, second_tasks = run(p)
+    assert second_tasks == []
+    assert second["cached"] == [True, True, True]
+    assert second["chunks"] == first["chunks"]
+    assert second["summary"]["tokens_written"] == first["summary"]["tokens_written"]
+    assert mtimes(tmp_path / "out") == before
+
+
+def test_touched_input_is_hashed_again_then_reused(gpt2_path, c4_chunks, tmp_path):
+    p = params(gpt2_path, c4_chunks, tmp_path / "out")
+    run(p)
+    touched = c4_chunks / "train_chunk_1.jsonl"
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 5_000_000_000))
+    again, tasks = run(p)
+    assert again["cached"] == [True, True, True]  # same bytes: a Prefect cache hit
+    assert tasks == ["cache-chunk", "hash-chunk"]  # only the touched chunk ran tasks
+    third, tasks = run(p)  # the manifest now holds the new stamp
+    assert tasks == [] and third["cached"] == [True, True, True]
+
+
+def test_rewritten_output_is_not_reused(gpt2_path, c4_chunks, tmp_path):
+    p = params(gpt2_path, c4_chunks, tmp_path / "out")
+    run(p)
+    out = tmp_path / "out" / "train_chunk_0.h5"
+    data = bytearray(out.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes: only the sha256 check sees it
+    out.write_bytes(bytes(data))
+    again, tasks = run(p)
+    # the chunk ran its tasks; its Prefect hit failed verification, so it was hashed and built again
+    assert tasks == ["cache-chunk", "cache-chunk", "hash-chunk", "hash-chunk"]
+    assert again["cached"] == [False, True, True]
+    assert read_attrs(str(out))["rows_read"] == 100
+
+
+def test_same_size_rewrite_with_restored_mtime_needs_trust_stamps_off(gpt2_path, c4_chunks, tmp_path):
+    """The documented limit of stamps: a same-size in-place rewrite with its mtime put back."""
+    p = params(gpt2_path, c4_chunks, tmp_path / "out")
+    run(p)
+    chunk = c4_chunks / "train_chunk_2.jsonl"
+    stat = chunk.stat()
+    data = chunk.read_bytes()
+    with open(chunk, "r+b") as f:
+        f.write(data.replace(b" the ", b" THE ", 1))  # inside a JSON string: still valid, same size
+    os.utime(chunk, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert chunk.stat().st_size == stat.st_size
+    trusted, _ = run(p)
+    assert trusted["cached"][2] is True
+    p.run.trust_stamps = False
+    checked, _ = run(p)
+    assert checked["cached"] == [True, True, False]
