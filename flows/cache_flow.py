@@ -18,7 +18,7 @@ from flows.chunks import (
 )
 from flows.commit import Committer
 from flows.params import CacheParams, redacted
-from flows.plan import Plan, merged, plan_chunks
+from flows.plan import Plan, merged, plan_chunks, stamp_outputs
 from flows.reporting import Progress, publish_cache_report
 from flows.run_record import save_run_record
 from flows.runners import build_task_runner, default_task_runner, needs_own_runner
@@ -148,6 +148,7 @@ def _cache_run(params: CacheParams) -> dict:
         logger,
     )
     results, cached = in_order(outcome, len(inputs))
+    stamp_outputs(results, committer, storage)
     check_error_rates(results, params.max_error_rate)
     summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started)
     save_run_record(

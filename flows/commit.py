@@ -24,8 +24,8 @@ class Committer:
         entry = self.manifest.entries.get(name)
         return entry.extra.get("result") if entry else None
 
-    def record(self, result) -> None:
-        """Add one finished output and rewrite the manifest (atomically)."""
+    def record(self, result, save: bool = True) -> None:
+        """Add one finished output and rewrite the manifest (atomically; later, with ``save=False``)."""
         name = result.output_url.rsplit("/", 1)[-1]
         known = self.manifest.entries.get(name)
         if known and known.extra.get("result") == result.model_dump():
@@ -40,7 +40,8 @@ class Committer:
             tokens=getattr(result, "tokens_written", 0),
             extra={"result": result.model_dump()},
         )
-        save_manifest(self.output_dir, self.manifest, self.storage_options)
+        if save:
+            save_manifest(self.output_dir, self.manifest, self.storage_options)
 
     def commit(self, results: list) -> None:
         """The final write: exactly this run's outputs, after everything else."""

@@ -6,8 +6,8 @@ submitting anything, the cache flow compares each input with its output's manife
 - the entry was written for this input URL, and the input's stamp (size plus ETag or mtime and
   inode, see pipeline_core/io/stamps.py) equals the stamp recorded when it was hashed, so the
   recorded source sha256 still describes its bytes;
-- the output is the expected file and still verifies (``verify_hits``: size from the folder
-  listing, or a full sha256);
+- the output is the expected file and still verifies: its stamp equals the one recorded after
+  it was written, or else its size (``verify_hits="size"``) or sha256 (``"sha256"``) matches;
 - the manifest's config hash is this run's (Committer.open refuses or resets it otherwise).
 
 Such chunks are *reused*: reported as cached, no task submitted. Every other chunk goes through
@@ -57,9 +57,22 @@ def _current(url, stamp, output, entry, output_info, verify, storage) -> ChunkRe
         return None
     if output_info.get("size") != result.size:
         return None
+    if result.output_stamp is not None and result.output_stamp == stamp_of(output_info):
+        return result  # not rewritten since its sha256 was recorded
     if verify == "sha256" and not matches(output, FileDigest(result.sha256, result.size), storage):
         return None
     return result
+
+
+def stamp_outputs(results: list[ChunkResult], committer, storage: dict) -> None:
+    """Record each output's current stamp (one listing per folder), so the next run need not hash it."""
+    infos = file_infos([r.output_url for r in results], storage)
+    for result in results:
+        info = infos.get(result.output_url)
+        stamp = stamp_of(info) if info and info.get("size") == result.size else None
+        if stamp != result.output_stamp:
+            result.output_stamp = stamp
+            committer.record(result, save=False)  # saved once, by the final commit
 
 
 def merged(plan: Plan, ran: ChunkOutcome) -> ChunkOutcome:

@@ -74,6 +74,7 @@ class ChunkResult(BaseModel):
     errors_url: str | None = None
     source_sha256: str
     source_stamp: str | None = None  # the input's stamp when it was hashed (flows/plan.py)
+    output_stamp: str | None = None  # the output's stamp once its sha256 was recorded (flows/plan.py)
     sha256: str
     size: int
     rows_read: int

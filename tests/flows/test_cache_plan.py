@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
@@ -76,3 +77,15 @@ def test_same_size_rewrite_with_restored_mtime_needs_trust_stamps_off(gpt2_path,
     p.run.trust_stamps = False
     checked, _ = run(p)
     assert checked["cached"] == [True, True, False]
+
+
+def test_unchanged_outputs_are_not_read_again(gpt2_path, c4_chunks, tmp_path, monkeypatch):
+    """Their stamps were recorded after they were written: equal stamps need no sha256."""
+    import flows.plan
+
+    p = params(gpt2_path, c4_chunks, tmp_path / "out")
+    first, _ = run(p)
+    assert all(c["output_stamp"] for c in first["chunks"])
+    monkeypatch.setattr(flows.plan, "matches", lambda *a, **k: pytest.fail("an unchanged output was hashed"))
+    second, tasks = run(p)
+    assert tasks == [] and second["cached"] == [True, True, True]
