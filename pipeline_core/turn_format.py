@@ -20,7 +20,7 @@ Neighbouring runs of one kind and span are joined before encoding: markup is enc
 in one piece (``user_end + assistant_start`` is one string, exactly a single-turn prompt suffix)
 and neighbouring texts encode as one text. The result depends only on the conversation's
 structure (roles, block types, which values are empty), so it is planned once per structure
-and cached: rendering a row is then filling in its texts.
+and cached, markup pieces included: rendering a row is then filling in its texts.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ NEWLINE_BEFORE = ("tools", "tool_calls")
 WRAPPED = ("reasoning", "tool_calls", "tools")
 MAX_PLANS = 4096  # distinct conversation structures kept; the cache restarts when full
 
-Structure = tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]  # per message: role, (type, empty) per block
+Structure = tuple  # flat, per message: role, number of blocks, then type and empty per block
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,9 @@ class Run:
         return Run(self.markup + other.markup, self.refs + other.refs, self.message, self.target)
 
 
+Plan = list[tuple[Run, Piece | None]]  # per run: its markup piece (shared by every row), None for text
+
+
 def merge_runs(runs: Iterator[Run]) -> list[Run]:
     merged: list[Run] = []
     for run in runs:
@@ -96,25 +99,32 @@ class TurnFormat:
     ) -> None:
         self.roles, self.blocks, self.strategy_name = roles, blocks, strategy_name
         self._encode = encode_markup
-        self._plans: dict[Structure, list[tuple[Run, np.ndarray | None]]] = {}
+        self._plans: dict[Structure, Plan] = {}
 
     def render(self, messages: list[Message]) -> list[Piece]:
-        return [_piece(run, ids, messages) for run, ids in self._plan(messages)]
+        return [_text_piece(run, messages) if piece is None else piece for run, piece in self._plan(messages)]
 
     def render_text(self, messages: list[Message]) -> str:
         """The whole conversation as one string (what decoding the sequence gives)."""
         return "".join(run.markup or _text(run, messages) for run, _ in self._plan(messages))
 
-    def _plan(self, messages: list[Message]) -> list[tuple[Run, np.ndarray | None]]:
+    def _plan(self, messages: list[Message]) -> Plan:
         structure = _structure(messages)
         plan = self._plans.get(structure)
         if plan is None:
-            runs = merge_runs(run for i, m in enumerate(structure) for run in self._message_runs(i, *m))
-            plan = [(r, None if r.refs else np.asarray(self._encode(r.markup), dtype=np.int32)) for r in runs]
+            plan = self._new_plan(messages)
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
             self._plans[structure] = plan
         return plan
+
+    def _new_plan(self, messages: list[Message]) -> Plan:
+        runs = merge_runs(run for i, m in enumerate(messages) for run in self._message_runs(i, m["role"], _blocks(m)))
+        return [(r, None if r.refs else self._markup_piece(r)) for r in runs]
+
+    def _markup_piece(self, run: Run) -> Piece:
+        ids = np.asarray(self._encode(run.markup), dtype=np.int32)
+        return Piece(ids=ids, message=run.message, target=run.target)
 
     def _message_runs(self, i: int, role: str, blocks: tuple[tuple[str, bool], ...]) -> Iterator[Run]:
         wrap = self._role(i, role)
@@ -148,7 +158,18 @@ class TurnFormat:
 
 
 def _structure(messages: list[Message]) -> Structure:
-    return tuple((m["role"], tuple((b["type"], not b["value"]) for b in m["content"])) for m in messages)
+    """What a plan depends on, as one flat tuple (cheaper to build and hash than nested ones)."""
+    key: list = []
+    for m in messages:
+        content = m["content"]
+        key += (m["role"], len(content))
+        for b in content:
+            key += (b["type"], not b["value"])
+    return tuple(key)
+
+
+def _blocks(message: Message) -> tuple[tuple[str, bool], ...]:
+    return tuple((b["type"], not b["value"]) for b in message["content"])
 
 
 def _text(run: Run, messages: list[Message]) -> str:
@@ -158,7 +179,5 @@ def _text(run: Run, messages: list[Message]) -> str:
     return "".join(messages[i]["content"][j]["value"] for i, j in run.refs)
 
 
-def _piece(run: Run, ids: np.ndarray | None, messages: list[Message]) -> Piece:
-    if ids is not None:
-        return Piece(ids=ids, message=run.message, target=run.target)
+def _text_piece(run: Run, messages: list[Message]) -> Piece:
     return Piece(_text(run, messages), message=run.message, target=run.target)

@@ -133,9 +133,14 @@ def require_text(row: dict, key: str) -> str:
     value = row[key]
     if not isinstance(value, str):
         raise RowError("wrong_type", f"field {key!r} is a {type(value).__name__}, expected a string", key)
-    if not value.strip():
+    if is_blank(value):
         raise RowError("empty_text", f"field {key!r} is empty", key)
     return value
+
+
+def is_blank(text: str) -> bool:
+    """Empty or whitespace only: ``not text.strip()`` without copying the text."""
+    return not text or text.isspace()
 
 
 def split_valid(rows: list[dict], extract: Callable[[dict], tuple]) -> tuple[list[tuple], np.ndarray, list]:

@@ -29,11 +29,8 @@ from pipeline_core.tokenizer import AutoTokenizer
 @dataclass(frozen=True, slots=True)
 class Rendered:
     pieces: list[Piece]
-    weights: list[float]  # per message
+    piece_weights: list[float]  # per piece: its message's weight when a target, else 0
     media: list[dict]
-
-    def piece_weights(self) -> list[float]:
-        return [self.weights[p.message] if p.target else 0.0 for p in self.pieces]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +50,9 @@ class Encoded:
 def render(strategy: PromptStrategy, conversation: Conversation) -> Rendered:
     """The strategy's pieces; a conversation without a single trained token is a RowError."""
     pieces = strategy.render_messages(conversation.messages)
-    rendered = Rendered(pieces, conversation.weights, conversation.media)
-    if not any(w > 0 and _has_tokens(p) for p, w in zip(pieces, rendered.piece_weights())):
+    weights = conversation.weights
+    rendered = Rendered(pieces, [weights[p.message] if p.target else 0.0 for p in pieces], conversation.media)
+    if not any(w > 0 and _has_tokens(p) for p, w in zip(pieces, rendered.piece_weights)):
         raise RowError(
             "nothing_to_train",
             "no assistant message with loss_weight > 0 to train on (train_on='last' uses only the last "
@@ -80,7 +78,7 @@ def encode_rendered(tokenizer: AutoTokenizer, rows: list[Rendered]) -> Encoded:
     pieces = _gather(text_ids, Ragged.from_lists(markup_arrays), np.asarray(slots, dtype=np.int64))
     row_starts = offsets_from_lengths(np.fromiter((len(r.pieces) for r in rows), np.int64, len(rows)))
     offsets = pieces.offsets[row_starts]
-    piece_weights = np.fromiter((w for r in rows for w in r.piece_weights()), np.float32, len(slots))
+    piece_weights = np.fromiter((w for r in rows for w in r.piece_weights), np.float32, len(slots))
     weight = Ragged(np.repeat(piece_weights, pieces.lengths), offsets)
     return Encoded(Ragged(pieces.values, offsets), weight)
 
@@ -105,11 +103,14 @@ def _gather(text_ids: Ragged, markup_ids: Ragged, slots: np.ndarray) -> Ragged:
 
 
 def first_true(mask: Ragged) -> np.ndarray:
-    """Per row, the index of its first True (its length when it has none)."""
+    """Per row, the index of its first True (its length when it has none).
+
+    Row i's Trues are ``hits[before[i]:before[i + 1]]``, where ``before`` counts the Trues ahead of
+    each row start: one pass over the values and a search per row, no sort.
+    """
     first = mask.lengths.copy()
     hits = np.flatnonzero(mask.values)
-    if hits.size:
-        rows = np.searchsorted(mask.offsets, hits, side="right") - 1
-        hit_rows, at = np.unique(rows, return_index=True)
-        first[hit_rows] = hits[at] - mask.offsets[hit_rows]
+    before = np.searchsorted(hits, mask.offsets)
+    rows = np.flatnonzero(before[1:] > before[:-1])
+    first[rows] = hits[before[rows]] - mask.offsets[rows]
     return first

@@ -27,7 +27,7 @@ from pipeline_core.converters.messages import validate_messages
 from pipeline_core.converters.registry import ConverterFactory
 from pipeline_core.converters.sample import Message, text_message
 from pipeline_core.errors import ConfigError, RowError
-from pipeline_core.processors.base import require_text
+from pipeline_core.processors.base import is_blank, require_text
 from pipeline_core.processors.media import MediaPolicy, check_policy, media_refs
 
 TrainOn = Literal["all", "last"]
@@ -64,18 +64,32 @@ def check_train_on(train_on: str) -> TrainOn:
 
 
 def message_weights(messages: list[Message], train_on: TrainOn, train_tool_calls: bool = False) -> list[float]:
-    weights = [max(m["loss_weight"], 0.0) if m["role"] == "assistant" else 0.0 for m in messages]
-    if not train_tool_calls:
-        weights = [0.0 if _only_tool_calls(m) else w for m, w in zip(messages, weights)]
-    if train_on == "last":
-        last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
-        weights = [w if i == last else 0.0 for i, w in enumerate(weights)]
-    return weights
+    last = _last_assistant(messages) if train_on == "last" else None
+    return [_weight(m, train_tool_calls) if last is None or i == last else 0.0 for i, m in enumerate(messages)]
+
+
+def _weight(message: Message, train_tool_calls: bool) -> float:
+    masked = not train_tool_calls and _only_tool_calls(message)
+    return 0.0 if message["role"] != "assistant" or masked else max(message["loss_weight"], 0.0)
+
+
+def _last_assistant(messages: list[Message]) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i]["role"] == "assistant":
+            return i
+    return -1
 
 
 def _only_tool_calls(message: Message) -> bool:
-    kinds = {b["type"] for b in message["content"] if b["type"] != "text" or b["value"].strip()}
-    return "tool_calls" in kinds and kinds <= {"tool_calls", "reasoning"}
+    """Tool calls, maybe reasoning and blank text, nothing else."""
+    calls = False
+    for b in message["content"]:
+        kind = b["type"]
+        if kind == "tool_calls":
+            calls = True
+        elif kind != "reasoning" and not (kind == "text" and is_blank(b["value"])):
+            return False
+    return calls
 
 
 class ConversationReader:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline_core import backends, verdicts
+from pipeline_core import verdicts
 from pipeline_core.backends import TokenizersBackend, create_backend
 from pipeline_core.backends_gigatoken import GigatokenBackend, ragged_from_awkward
 from pipeline_core.probe import BUILTIN_PROBES, Mismatch, preview, probe_texts, verify_backend
