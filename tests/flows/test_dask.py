@@ -68,10 +68,15 @@ def test_dask_writes_what_threads_write_and_caches_per_chunk(gpt2_path, llamafac
         gpt2_path, chunks, tmp_path / "dask", task_runner="dask", dask_address=dask_cluster.scheduler_address
     )
     first = run_flow("cache", on_dask)
+    on_dask.run.trust_stamps = False  # every chunk through its tasks again: Prefect cache hits on the workers
     second = run_flow("cache", on_dask)
+    on_dask.run.trust_stamps = True
+    ran_before_reuse = executed_on_workers(dask_cluster)
+    third = run_flow("cache", on_dask)  # unchanged: reused from the manifest, nothing sent to Dask
 
     assert first["cached"] == [False, False, False]
-    assert second["cached"] == [True, True, True]
+    assert second["cached"] == [True, True, True] == third["cached"]
+    assert executed_on_workers(dask_cluster) == ran_before_reuse
     assert first["summary"]["tokens_written"] == threads["summary"]["tokens_written"] > 0
     names = sorted(p.name for p in (tmp_path / "threads").glob("*.h5"))
     assert (
