@@ -177,7 +177,7 @@ def flow_pt_packed(ctx: Context) -> Measured:
 
 
 def cached_rerun(ctx: Context) -> Measured:
-    """The same cache_flow twice in one process: cold, then fully cached (Prefect cache hits)."""
+    """The same cache_flow twice in one process: cold, then unchanged (every chunk reused from the manifest)."""
     from flows.runs import run_flow
 
     start_prefect()

@@ -68,3 +68,12 @@ def test_benchmark_writes_table_and_chart(tmp_path):
     rows = {r["name"]: r for r in json.loads((run / "results.json").read_text())["rows"]}
     assert rows["h5pipe cache pt packed 2048"]["tokens"] > 0
     assert all(r["error"] is None for r in rows.values())
+
+
+def test_rerun_verdict_needs_every_chunk_cached():
+    from bench.report import rerun_lines
+
+    full = {"chunks": 100, "cached_chunks": 100, "chunk_kb": 105, "cold": 20.0, "warm": 1.0}
+    assert rerun_lines(full)[0].endswith("warm/cold 5.0%: met (< 10%)")
+    assert "missed (target < 10%, 1.5x over)" in rerun_lines({**full, "warm": 3.0})[0]
+    assert "not measured: only 99 of 100 chunks" in rerun_lines({**full, "cached_chunks": 99})[0]
