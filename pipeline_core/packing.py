@@ -56,6 +56,11 @@ class SequencePacker:
     def enabled(self) -> bool:
         return self.pack_size > 0
 
+    @property
+    def pending(self) -> int:
+        """Tokens waiting for the next pack (fewer than ``pack_size``)."""
+        return next(iter(self._tail.values())).size if self._tail else 0
+
     def add(self, samples: Mapping[str, object]) -> dict[str, np.ndarray]:
         """Feed aligned keys (Ragged, flat arrays or lists of 1-D arrays); get the full packs."""
         flats = {k: _flat(v) for k, v in samples.items()}

@@ -1,7 +1,8 @@
 """The cache stage: JSONL chunk -> tokenized (optionally packed) HDF5, one output per input.
 
-Streaming: the input is read, processed and written batch by batch, so memory is bounded by the
-batch size and the packer's buffer, not by the chunk. Bad rows are quarantined or raised per
+Streaming: the input is read, processed and written batch by batch, so memory is bounded by one
+batch (``batch_size`` rows or ``batch_bytes`` of JSON, whichever comes first; see ``JsonlReader``)
+and the packer's buffer, not by the chunk. Bad rows are quarantined or raised per
 ``on_error``; ``rows_read = samples_written + rows_skipped`` always holds and is stored in the file.
 
 Options beyond tokenizing (all recorded in the attributes):
@@ -32,7 +33,8 @@ from pipeline_core.io.errors_log import ErrorLog, check_max_error_rate
 from pipeline_core.io.fs import fetch_files, join_url, local_staging, url_to_fs
 from pipeline_core.io.h5 import H5Writer
 from pipeline_core.io.h5_sink import H5Sink
-from pipeline_core.io.jsonl import JsonlReader
+from pipeline_core.io.heap import HeapTrimmer
+from pipeline_core.io.jsonl import BATCH_BYTES, JsonlReader, LineBatch, check_batch_bounds
 from pipeline_core.io.keys import KeyLayout
 from pipeline_core.io.megatron_out import MegatronSink
 from pipeline_core.io.pack_stage import Packing, PackStage, fit_batch, make_pack_stage
@@ -59,9 +61,11 @@ class CacheOptions:
     sentence_splitter: str = "blingfire"
     max_row_bytes: int | None = MAX_ROW_BYTES  # longer lines: row_too_large, never parsed
     max_error_rate: float | None = None  # share of quarantined rows that fails the chunk
+    batch_bytes: int | None = BATCH_BYTES  # a batch also ends at this many bytes of JSON (see JsonlReader)
 
     def __post_init__(self) -> None:
         check_max_error_rate(self.max_error_rate)
+        check_batch_bounds(self.batch_size, self.batch_bytes)
         if self.max_row_bytes is not None and self.max_row_bytes <= 0:
             raise ConfigError(f"max_row_bytes must be positive or None (no limit), got {self.max_row_bytes}")
         _choice("output_format", self.output_format, get_args(OutputFormat))
@@ -171,16 +175,11 @@ def cache_file(
         packing=options.packing if options.packed else "none",
     )
     log = ErrorLog(input_url, options.on_error)
-    reader = JsonlReader(input_url, options.batch_size, storage_options, options.max_row_bytes)
+    reader = JsonlReader(input_url, options.batch_size, storage_options, options.max_row_bytes, options.batch_bytes)
     with _h5_staging(output_url, options, storage_options) as tmp:
         chunk = open_chunk(tmp, input_url, output_dir, processor, options, stats, storage_options)
         try:
-            for lines in reader:
-                stats.rows_read += len(lines)
-                log.add_all(lines.errors)
-                batch = chunk.fit(processor.process_batch(lines.rows))
-                log.add_all([(lines.lines[i], e) for i, e in batch.errors])
-                chunk.write(batch)
+            _cache_batches(reader, processor, chunk, log, stats)
             log.enforce_rate(stats.rows_read, options.max_error_rate, errors_url, storage_options)
             chunk.finish()
             stats.source_sha256 = reader.sha256
@@ -193,6 +192,24 @@ def cache_file(
             raise
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+def _cache_batches(
+    reader: JsonlReader, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats
+) -> None:
+    heap = HeapTrimmer()
+    for lines in reader:
+        _cache_batch(lines, processor, chunk, log, stats)
+        del lines  # free its rows before the reader parses the next batch
+        heap.after(reader.bytes_read)
+
+
+def _cache_batch(lines: LineBatch, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats) -> None:
+    stats.rows_read += len(lines)
+    log.add_all(lines.errors)
+    batch = chunk.fit(processor.process_batch(lines.rows))
+    log.add_all([(lines.lines[i], e) for i, e in batch.errors])
+    chunk.write(batch)
 
 
 def _h5_staging(output_url: str, options: CacheOptions, storage_options: dict | None):

@@ -30,37 +30,42 @@ COMPLETE_ATTR = "complete"
 
 
 class H5Writer:
-    """Append batches to a local HDF5 file; ``close(complete=True)`` marks it complete."""
+    """Append batches to a local HDF5 file; ``close(complete=True)`` marks it complete.
+
+    Datasets are kept open by key: opening one by name costs more than appending a batch to it.
+    """
 
     def __init__(self, path: str) -> None:
         self.file = h5py.File(path, "w", libver="latest")
         self.file.attrs["format_version"] = FORMAT_VERSION
+        self._datasets: dict[str, h5py.Dataset] = {}
         self._ends: dict[str, int] = {}
 
     def append_ragged(self, key: str, ragged: Ragged) -> None:
-        if key not in self.file:
-            self.file.create_dataset(key, shape=(0,), maxshape=(None,), dtype=ragged.values.dtype, chunks=(FLAT_CHUNK,))
-        _extend(self.file[key], ragged.values)
+        if key not in self._datasets:
+            self._create(key, shape=(0,), maxshape=(None,), dtype=ragged.values.dtype, chunks=(FLAT_CHUNK,))
+        _extend(self._datasets[key], ragged.values)
         self.append_lengths(key + OFFSETS_SUFFIX, ragged.lengths)
 
     def append_lengths(self, name: str, lengths: np.ndarray) -> None:
         """Extend the offsets dataset ``name`` (int64, starting with 0) by items of ``lengths``."""
-        if name not in self.file:
-            self.file.create_dataset(name, data=np.zeros(1, np.int64), maxshape=(None,), chunks=(1 << 14,))
+        if name not in self._datasets:
+            self._create(name, data=np.zeros(1, np.int64), maxshape=(None,), chunks=(1 << 14,))
             self._ends[name] = 0
         ends = self._ends[name] + np.cumsum(lengths, dtype=np.int64)
-        _extend(self.file[name], ends)
+        _extend(self._datasets[name], ends)
         if ends.size:
             self._ends[name] = int(ends[-1])
 
     def append_fixed(self, key: str, rows: np.ndarray) -> None:
-        if key not in self.file:
+        if key not in self._datasets:
             width = rows.shape[1]
             chunk_rows = max(1, min(1024, FLAT_CHUNK // max(width, 1)))
-            self.file.create_dataset(
-                key, shape=(0, width), maxshape=(None, width), dtype=rows.dtype, chunks=(chunk_rows, width)
-            )
-        _extend(self.file[key], rows)
+            self._create(key, shape=(0, width), maxshape=(None, width), dtype=rows.dtype, chunks=(chunk_rows, width))
+        _extend(self._datasets[key], rows)
+
+    def _create(self, key: str, **options) -> None:
+        self._datasets[key] = self.file.create_dataset(key, **options)
 
     def set_attrs(self, attrs: dict) -> None:
         for name, value in attrs.items():

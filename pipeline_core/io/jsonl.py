@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from pipeline_core.errors import RowError
+from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.io.fs import url_to_fs
 
-BLOCK_SIZE = 8 << 20
+BLOCK_SIZE = 1 << 20  # one block and its lines are held at once
+BATCH_BYTES = 4 << 20  # default byte bound of a batch (see JsonlReader)
 BOM = b"\xef\xbb\xbf"
 SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -46,6 +47,14 @@ class LineBatch:
 
     def __len__(self) -> int:
         return len(self.rows) + len(self.errors)
+
+    def add(self, number: int, parsed) -> None:
+        """Record line ``number``: a parsed row, or the RowError it became."""
+        if isinstance(parsed, RowError):
+            self.errors.append((number, parsed))
+        else:
+            self.rows.append(parsed)
+            self.lines.append(number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +121,18 @@ def parse_line(raw: bytes | OversizedLine):
     """A dict, or a RowError saying why the line is not one."""
     if isinstance(raw, OversizedLine):
         return too_large_error(raw)
+    try:
+        value = orjson.loads(raw)  # a trailing \r is JSON whitespace: CRLF lines parse as they are
+    except orjson.JSONDecodeError:
+        value = _parse_refused(raw)
+    if isinstance(value, (dict, RowError)):
+        return value
+    return RowError("not_an_object", f"line holds a JSON {type(value).__name__}, expected an object")
+
+
+def _parse_refused(raw: bytes):
+    """The slow path, for the few lines orjson refuses as they are: a byte order mark, a blank
+    line, or a real error (whose message is then taken on the line without its ``\\r``)."""
     if raw.startswith(BOM):
         raw = raw[len(BOM) :]
     if raw.endswith(b"\r"):
@@ -119,12 +140,9 @@ def parse_line(raw: bytes | OversizedLine):
     if not raw.strip():
         return RowError("blank_line", "blank line; JSONL wants one JSON object per line")
     try:
-        value = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         return _decode_error(raw, e)
-    if not isinstance(value, dict):
-        return RowError("not_an_object", f"line holds a JSON {type(value).__name__}, expected an object")
-    return value
 
 
 def too_large_error(line: OversizedLine) -> RowError:
@@ -199,39 +217,63 @@ class JsonlReader:
     """Iterate a JSONL file in LineBatches; ``sha256`` is the file's content hash once read through.
 
     ``max_row_bytes``: longer lines become ``row_too_large`` errors without being parsed (None: no limit).
+
+    A batch ends after ``batch_size`` lines, or before the line that would take it past
+    ``batch_bytes`` bytes of JSON (None: no byte bound), whichever comes first; a line longer than
+    ``batch_bytes`` is a batch of its own. Everything a batch becomes downstream (texts, token ids,
+    packs) grows with its bytes, so the byte bound caps the working memory per batch whatever the
+    file holds: a chunk with a few huge rows needs no more memory than one of short rows.
     """
 
     def __init__(
-        self, url: str, batch_size: int = 1024, storage_options: dict | None = None, max_row_bytes: int | None = None
+        self,
+        url: str,
+        batch_size: int = 1024,
+        storage_options: dict | None = None,
+        max_row_bytes: int | None = None,
+        batch_bytes: int | None = BATCH_BYTES,
     ) -> None:
+        check_batch_bounds(batch_size, batch_bytes)
         self.url = url
         self.batch_size = batch_size
         self.storage_options = storage_options
         self.max_row_bytes = max_row_bytes
+        self.batch_bytes = batch_bytes
         self._hasher = hashlib.sha256()
         self.bytes_read = 0
 
     def __iter__(self) -> Iterator[LineBatch]:
         fs, path = url_to_fs(self.url, self.storage_options)
-        batch = LineBatch()
+        batch, held = LineBatch(), 0
         with fs.open(path, "rb") as f:
             for number, raw in iter_raw_lines(f, hasher=self._hasher, max_bytes=self.max_row_bytes):
-                self.bytes_read += (raw.size if isinstance(raw, OversizedLine) else len(raw)) + 1
-                parsed = parse_line(raw)
-                if isinstance(parsed, RowError):
-                    batch.errors.append((number, parsed))
-                else:
-                    batch.rows.append(parsed)
-                    batch.lines.append(number)
+                self.bytes_read += _size(raw) + 1
+                kept = 0 if isinstance(raw, OversizedLine) else len(raw)  # bytes the line holds in memory
+                if held and self.batch_bytes is not None and held + kept > self.batch_bytes:
+                    yield batch
+                    batch, held = LineBatch(), 0
+                batch.add(number, parse_line(raw))
+                held += kept
                 if len(batch) >= self.batch_size:
                     yield batch
-                    batch = LineBatch()
+                    batch, held = LineBatch(), 0
         if len(batch):
             yield batch
 
     @property
     def sha256(self) -> str:
         return self._hasher.hexdigest()
+
+
+def check_batch_bounds(batch_size: int, batch_bytes: int | None) -> None:
+    if batch_size <= 0:
+        raise ConfigError(f"batch_size must be positive, got {batch_size}; 1024 is a good default")
+    if batch_bytes is not None and batch_bytes <= 0:
+        raise ConfigError(f"batch_bytes must be positive or None (no byte bound), got {batch_bytes}; try {BATCH_BYTES}")
+
+
+def _size(raw: bytes | OversizedLine) -> int:
+    return raw.size if isinstance(raw, OversizedLine) else len(raw)
 
 
 def write_jsonl_lines(f, rows) -> int:

@@ -27,10 +27,8 @@ class PretrainProcessor(Processor):
         ids = self.tokenizer.encode_ragged([g[0] for g in good])
         seq = concat_ragged([ids, tile_rows(self._eos, len(ids))])
         keep, long_errors, truncated = over_length(seq.lengths, None, self.max_length, self.overflow)
-        if self.max_length is not None:
+        if truncated:
             seq = truncate(seq, np.full(len(seq), self.max_length))
         errors += [(int(positions[i]), e) for i, e in long_errors]
-        kept = np.flatnonzero(keep)
-        return ProcessedBatch(
-            {"sequence": seq.select(kept)}, positions[kept], sorted(errors, key=lambda x: x[0]), truncated
-        )
+        errors.sort(key=lambda x: x[0])
+        return ProcessedBatch({"sequence": seq.keep(keep)}, positions[keep], errors, truncated)

@@ -122,7 +122,7 @@ def test_a_huge_row_is_skipped_without_being_held_in_memory(tmp_path):
         tracemalloc.stop()
     assert [r["text"] for b in batches for r in b.rows] == ["before", "after"]
     assert [(n, e.reason) for b in batches for n, e in b.errors] == [(2, "row_too_large")]
-    # two 8 MiB read blocks and the 1 MiB limit at most; holding the row alone would take 50 MB
+    # two 1 MiB read blocks and the 1 MiB limit at most; holding the row alone would take 50 MB
     assert peak < 40 * MIB, f"peak {peak / MIB:.0f} MiB: the 50 MB row was held whole"
 
 
