@@ -1,7 +1,7 @@
 """h5pipe throughput benchmark: raw encoders, h5pipe's stages and the peers, on one corpus.
 
     python bench/throughput.py [--size-mb 40] [--chunk-mb 10] [--repeat 3] [--out bench/results]
-                               [--memory] [--memory-mb 100,1024] [--rerun-mb 10] [--no-rerun]
+                               [--memory] [--memory-mb 100,1024] [--rerun-mb 10,100] [--no-rerun]
                                [--only NAME,...] [--no-latest]
 
 Builds the corpus (bench/corpus.py: stdlib sources + shared fixtures, no network), then runs
@@ -9,7 +9,8 @@ every row of bench/rows.py, each repetition in a fresh process (bench/runner.py)
 ``{out}/run-{time}/`` with results.json, report.md, chart.png and the rows' logs; with
 ``--latest`` (the default) report.md and chart.png are also copied to bench/latest.md and
 bench/latest.png. ``--memory`` adds the peak RSS of the pt cache stage on one chunk of each
-``--memory-mb`` size; the cached-rerun part runs a 100-chunk job through cache_flow twice.
+``--memory-mb`` size; the cached-rerun part runs a 100-chunk job of each ``--rerun-mb`` size
+through cache_flow twice.
 See bench/README.md for what each row means.
 """
 
@@ -43,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", help="comma-separated substrings: run only the rows whose name has one")
     parser.add_argument("--memory", action="store_true", help="also measure peak RSS on one large chunk")
     parser.add_argument("--memory-mb", default="100,1024", help="chunk sizes in MB for --memory")
-    parser.add_argument("--rerun-mb", type=float, default=10, help="size of the 100-chunk cached-rerun job")
+    parser.add_argument("--rerun-mb", default="10,100", help="sizes in MB of the 100-chunk cached-rerun jobs")
     parser.add_argument("--no-rerun", dest="rerun", action="store_false")
     parser.add_argument("--no-table", dest="table", action="store_false", help="skip the throughput rows")
     parser.add_argument("--no-latest", dest="latest", action="store_false", help="do not update bench/latest.*")
@@ -112,7 +113,10 @@ def run_rerun(size_mb: float, out: Path, run_dir: Path) -> dict | None:
         print(f"  {r.error}", flush=True)
         return None
     rerun = {**r.detail, "chunk_kb": corpus.text_bytes / RERUN_CHUNKS / 1e3, "peak_rss": r.peak_rss}
-    print(f"  cold {rerun['cold']:.2f} s, warm {rerun['warm']:.2f} s", flush=True)
+    print(
+        f"  cold {rerun['cold']:.2f} s, server settled {rerun.get('settle', 0):.2f} s later, warm {rerun['warm']:.2f} s",
+        flush=True,
+    )
     return rerun
 
 
@@ -128,7 +132,7 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"corpus: {corpus.text_bytes / 1e6:.1f} MB, {corpus.documents:,} documents at {corpus.root}", flush=True)
     results = run_rows(selected(ROWS, args.only), corpus, run_dir, args.repeat) if args.table else []
     memory = run_memory([float(s) for s in args.memory_mb.split(",")], args.out, run_dir) if args.memory else []
-    rerun = run_rerun(args.rerun_mb, args.out, run_dir) if args.rerun else None
+    reruns = [run_rerun(float(mb), args.out, run_dir) for mb in args.rerun_mb.split(",")] if args.rerun else []
     about["load_end"] = machine.load()
     summary = {
         "command": "python bench/throughput.py " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -142,7 +146,7 @@ def main(argv: list[str] | None = None) -> Path:
         "repeat": args.repeat,
         "rows": [asdict(r) for r in results],
         "memory": memory,
-        "rerun": rerun,
+        "reruns": [r for r in reruns if r],
     }
     table = report.lines(results)
     write_outputs(summary, table, run_dir)
