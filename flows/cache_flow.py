@@ -148,7 +148,7 @@ def _cache_run(params: CacheParams) -> dict:
         logger,
     )
     results, cached = in_order(outcome, len(inputs))
-    stamp_outputs(results, committer, storage)
+    stamp_outputs(results, committer, storage, listed=plan.reused_output_infos())
     check_error_rates(results, params.max_error_rate)
     summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started)
     save_run_record(

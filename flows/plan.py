@@ -31,6 +31,11 @@ class Plan:
     stamps: list[str | None]  # each input's stamp, taken before anything reads it
     reused: dict[int, ChunkResult] = field(default_factory=dict)
     todo: list[int] = field(default_factory=list)
+    output_infos: dict[str, dict | None] = field(default_factory=dict)  # the outputs as listed before any task
+
+    def reused_output_infos(self) -> dict[str, dict | None]:
+        """The listing of reused chunks' outputs: no task rewrote them, so it is still current."""
+        return {r.output_url: self.output_infos.get(r.output_url) for r in self.reused.values()}
 
 
 def plan_chunks(
@@ -39,9 +44,9 @@ def plan_chunks(
     """Split chunks into reused (current per the manifest) and todo (need hash + cache tasks)."""
     infos = file_infos(inputs, storage)
     plan = Plan([stamp_of(infos[u]) if infos[u] else None for u in inputs])
-    output_infos = file_infos(outputs, storage) if trust else {}
+    plan.output_infos = file_infos(outputs, storage) if trust else {}
     for i, (url, output, entry) in enumerate(zip(inputs, outputs, committed)):
-        result = _current(url, plan.stamps[i], output, entry, output_infos.get(output), verify, storage)
+        result = _current(url, plan.stamps[i], output, entry, plan.output_infos.get(output), verify, storage)
         if trust and result is not None:
             plan.reused[i] = result
         else:
@@ -64,9 +69,14 @@ def _current(url, stamp, output, entry, output_info, verify, storage) -> ChunkRe
     return result
 
 
-def stamp_outputs(results: list[ChunkResult], committer, storage: dict) -> None:
-    """Record each output's current stamp (one listing per folder), so the next run need not hash it."""
-    infos = file_infos([r.output_url for r in results], storage)
+def stamp_outputs(results: list[ChunkResult], committer, storage: dict, listed: dict | None = None) -> None:
+    """Record each output's current stamp, so the next run need not hash it.
+
+    ``listed``: infos already known to be current (the plan's, for reused chunks); the other
+    outputs are listed here, once per folder.
+    """
+    listed = listed or {}
+    infos = {**file_infos([r.output_url for r in results if r.output_url not in listed], storage), **listed}
     for result in results:
         info = infos.get(result.output_url)
         stamp = stamp_of(info) if info and info.get("size") == result.size else None

@@ -89,3 +89,20 @@ def test_unchanged_outputs_are_not_read_again(gpt2_path, c4_chunks, tmp_path, mo
     monkeypatch.setattr(flows.plan, "matches", lambda *a, **k: pytest.fail("an unchanged output was hashed"))
     second, tasks = run(p)
     assert tasks == [] and second["cached"] == [True, True, True]
+
+
+def test_unchanged_rerun_lists_the_outputs_once(gpt2_path, c4_chunks, tmp_path, monkeypatch):
+    import flows.plan
+
+    p = params(gpt2_path, c4_chunks, tmp_path / "out")
+    run(p)
+    listed = []
+    real = flows.plan.file_infos
+    monkeypatch.setattr(
+        flows.plan, "file_infos", lambda urls, storage: listed.append(list(urls)) or real(urls, storage)
+    )
+    second, _ = run(p)
+    assert second["cached"] == [True, True, True]
+    assert [urls for urls in listed if any(u.endswith(".h5") for u in urls)] == [
+        [str(tmp_path / "out" / f"train_chunk_{i}.h5") for i in range(3)]
+    ]
