@@ -96,15 +96,6 @@ def gpt2_by_backend() -> dict[str, AutoTokenizer]:
         return {b: AutoTokenizer.from_file(GPT2, backend=b, eos_token="<|endoftext|>") for b in BACKEND_CHOICES}
 
 
-@pytest.fixture
-def fresh_verdicts(monkeypatch, tmp_path) -> Path:
-    """Forget verdicts recorded by earlier tests (memory and disk), so this test runs the real check."""
-    monkeypatch.setenv("H5PIPE_CACHE_DIR", str(tmp_path / "cache"))
-    verdicts.forget_all_in_memory()
-    yield tmp_path / "cache" / "backend-verdicts"
-    verdicts.forget_all_in_memory()
-
-
 def gpt2_variant(change) -> str:
     config = json.loads(GPT2.read_text(encoding="utf-8"))
     change(config)

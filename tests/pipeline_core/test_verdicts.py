@@ -14,14 +14,6 @@ from tests.pipeline_core.test_backends import gpt2_variant, require_fixtures, wi
 GPT2_TEXT = "Hello world"
 
 
-@pytest.fixture
-def cache_dir(monkeypatch, tmp_path):
-    monkeypatch.setenv("H5PIPE_CACHE_DIR", str(tmp_path / "cache"))
-    verdicts.forget_all_in_memory()
-    yield tmp_path / "cache" / "backend-verdicts"
-    verdicts.forget_all_in_memory()
-
-
 def new_process() -> None:
     """What a new process sees: no verdicts in memory, only the records on disk."""
     verdicts.forget_all_in_memory()
@@ -32,11 +24,11 @@ def gpt2_json() -> str:
     return gpt2_variant(lambda config: None)
 
 
-def test_a_passed_check_is_recorded_and_trusted_by_the_next_process(cache_dir, monkeypatch):
+def test_a_passed_check_is_recorded_and_trusted_by_the_next_process(fresh_verdicts, monkeypatch):
     text = gpt2_json()
     first = create_backend(text, "auto")
     assert first.name == "gigatoken" and first.verified
-    records = list(cache_dir.glob("*.json"))
+    records = list(fresh_verdicts.glob("*.json"))
     assert len(records) == 1
     record = json.loads(records[0].read_text())
     assert record["reason"] is None and record["gigatoken"] and record["tokenizers"]
@@ -49,7 +41,7 @@ def test_a_passed_check_is_recorded_and_trusted_by_the_next_process(cache_dir, m
     assert again.verified and again.encode_batch([GPT2_TEXT])[0].tolist() == [15496, 995]
 
 
-def test_a_failed_check_is_recorded_and_still_warns(cache_dir):
+def test_a_failed_check_is_recorded_and_still_warns(fresh_verdicts):
     text = gpt2_variant(with_single_word_token)
     with pytest.warns(UserWarning, match="Hello, world! The quick"):
         assert create_backend(text, "auto").name == "tokenizers"
@@ -61,7 +53,7 @@ def test_a_failed_check_is_recorded_and_still_warns(cache_dir):
         create_backend(text, "gigatoken")
 
 
-def test_any_change_to_the_tokenizer_is_a_new_key(cache_dir):
+def test_any_change_to_the_tokenizer_is_a_new_key(fresh_verdicts):
     text = gpt2_json()
     changed = gpt2_variant(lambda config: config["added_tokens"][0].update(content="<|eot|>"))
     assert verdicts.verdict_key(text) != verdicts.verdict_key(changed)
@@ -69,7 +61,7 @@ def test_any_change_to_the_tokenizer_is_a_new_key(cache_dir):
     assert verdicts.recall(verdicts.verdict_key(changed)) is verdicts.UNKNOWN
 
 
-def test_a_new_library_version_is_a_new_key(cache_dir, monkeypatch):
+def test_a_new_library_version_is_a_new_key(fresh_verdicts, monkeypatch):
     text = gpt2_json()
     before = verdicts.verdict_key(text)
     real = verdicts._version
@@ -77,14 +69,14 @@ def test_a_new_library_version_is_a_new_key(cache_dir, monkeypatch):
     assert verdicts.verdict_key(text) != before
 
 
-def test_a_torn_record_is_ignored_and_rewritten(cache_dir):
+def test_a_torn_record_is_ignored_and_rewritten(fresh_verdicts):
     text = gpt2_json()
     key = verdicts.verdict_key(text)
-    cache_dir.mkdir(parents=True)
-    (cache_dir / f"{key}.json").write_text('{"reason": ')
+    fresh_verdicts.mkdir(parents=True)
+    (fresh_verdicts / f"{key}.json").write_text('{"reason": ')
     assert verdicts.recall(key) is verdicts.UNKNOWN
     assert create_backend(text, "auto").verified
-    assert json.loads((cache_dir / f"{key}.json").read_text())["reason"] is None
+    assert json.loads((fresh_verdicts / f"{key}.json").read_text())["reason"] is None
 
 
 def test_records_can_be_turned_off(monkeypatch, tmp_path):
@@ -98,8 +90,8 @@ def test_records_can_be_turned_off(monkeypatch, tmp_path):
     verdicts.forget_all_in_memory()
 
 
-def test_an_unwritable_cache_dir_only_costs_the_check(cache_dir, monkeypatch):
-    blocker = cache_dir.parent
+def test_an_unwritable_cache_dir_only_costs_the_check(fresh_verdicts, monkeypatch):
+    blocker = fresh_verdicts.parent
     blocker.parent.mkdir(parents=True, exist_ok=True)
     blocker.write_text("a file where the cache folder should be")
     assert create_backend(gpt2_json(), "auto").verified
