@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +41,26 @@ def cache_params(gpt2_path, input, output, **kw) -> CacheParams:
     run = {"retry_delay": 0.05, **kw.pop("run", {})}
     tokenizer = {"path": str(gpt2_path), "eos_token": EOS}
     return CacheParams(input=str(input), output=str(output), tokenizer=tokenizer, run=run, **kw)
+
+
+@dataclass(frozen=True)
+class CachedRun:
+    """A finished cache_flow run over 4 chunks, and a copy of its outputs as first written."""
+
+    params: CacheParams
+    out: Path
+    originals: Path
+    mtimes: dict[str, int]
+
+
+def cached_run(gpt2_path, tmp_path: Path, rows: list[dict]) -> CachedRun:
+    from flows.cache_flow import cache_flow
+
+    out = tmp_path / "out"
+    params = cache_params(gpt2_path, write_chunks(tmp_path / "in", rows, 4), out)
+    cache_flow(params)
+    shutil.copytree(out, tmp_path / "originals")
+    return CachedRun(params, out, tmp_path / "originals", mtimes(out))
 
 
 def published(folder: Path, pattern: str = "*.h5") -> list[Path]:

@@ -20,7 +20,7 @@ from pipeline_core.io.h5 import H5Writer
 from pipeline_core.io.verify import h5_problems, verify_output
 from pipeline_core.processors import ProcessorFactory
 from pipeline_core.ragged import Ragged
-from tests.reliability.helpers import cache_params, kill, mtimes, start_worker, write_chunks, write_jsonl
+from tests.reliability.helpers import cached_run, kill, mtimes, start_worker, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +77,8 @@ def test_an_output_whose_quarantine_file_was_never_published_is_detected(tmp_pat
 
 @pytest.mark.slow
 def test_crash_variants_under_final_names_are_reported_and_rebuilt_good_chunks_untouched(gpt2_path, tmp_path, c4_rows):
-    chunks = write_chunks(tmp_path / "in", c4_rows, 4)
-    out = tmp_path / "out"
-    p = cache_params(gpt2_path, chunks, out)
-    cache_flow(p)
-    originals = tmp_path / "originals"
-    shutil.copytree(out, originals)
-    before = mtimes(out)
+    first = cached_run(gpt2_path, tmp_path, c4_rows)
+    p, out, originals, before = first.params, first.out, first.originals, first.mtimes
 
     truncated(originals / "train_chunk_1.h5", out / "train_chunk_1.h5", 0.5)
     killed_writer(out / "train_chunk_2.h5", "before-close")

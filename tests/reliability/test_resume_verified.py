@@ -14,7 +14,7 @@ import pytest
 from flows.cache_flow import cache_flow
 from pipeline_core.io.sweep import sweep_stale_temps
 from pipeline_core.io.verify import verify_output
-from tests.reliability.helpers import cache_params, hidden, kill, mtimes, start_worker, write_chunks
+from tests.reliability.helpers import cached_run, hidden, kill, mtimes, start_worker
 
 
 def flip_a_byte_in_the_middle(path) -> None:
@@ -32,14 +32,9 @@ def unlist(out, name: str) -> None:
 
 @pytest.mark.slow
 def test_rerun_rebuilds_corrupt_and_unlisted_sweeps_dead_temps_and_keeps_the_rest(gpt2_path, tmp_path, c4_rows):
-    chunks = write_chunks(tmp_path / "in", c4_rows, 4)
-    out = tmp_path / "out"
-    p = cache_params(gpt2_path, chunks, out)
-    cache_flow(p)
-    originals = tmp_path / "originals"
-    shutil.copytree(out, originals)
+    first = cached_run(gpt2_path, tmp_path, c4_rows)
+    p, out, originals, before = first.params, first.out, first.originals, first.mtimes
     shutil.rmtree(out / ".h5pipe")  # no Prefect results: only the manifest can vouch for a chunk
-    before = mtimes(out)
 
     flip_a_byte_in_the_middle(out / "train_chunk_1.h5")
     unlist(out, "train_chunk_2.h5")
