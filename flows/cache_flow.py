@@ -21,7 +21,7 @@ from flows.params import CacheParams, redacted
 from flows.plan import Plan, merged, plan_chunks, stamp_outputs
 from flows.reporting import Progress, publish_cache_report
 from flows.run_record import save_run_record
-from flows.runners import build_task_runner, default_task_runner, needs_own_runner
+from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
 from pipeline_core.build import build_processor, load_tokenizer
 from pipeline_core.io.cache import CacheOptions, list_inputs, output_names
@@ -95,9 +95,7 @@ def _name(url: str) -> str:
 @flow(name="h5pipe-cache", validate_parameters=True, task_runner=default_task_runner())
 def cache_flow(params: CacheParams) -> dict:
     """Runs here with the default thread pool, or as a subflow on the runner ``params.run`` asks for."""
-    if needs_own_runner(params.run):
-        return cache_flow_on_runner.with_options(task_runner=build_task_runner(params.run))(params)
-    return _cache_run(params)
+    return run_here_or_on_runner(params, cache_flow_on_runner, _cache_run)
 
 
 @flow(name="h5pipe-cache-on-runner", validate_parameters=True)

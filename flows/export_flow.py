@@ -13,7 +13,7 @@ from flows.commit import Committer
 from flows.params import ExportParams, redacted
 from flows.reporting import Progress, summary_markdown
 from flows.run_record import save_run_record
-from flows.runners import build_task_runner, default_task_runner, needs_own_runner
+from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
 from pipeline_core.io.export import chunk_count
 from pipeline_core.io.fs import url_to_fs
@@ -84,9 +84,7 @@ def _dataset_counts(counts, rows_read: dict[str, int], results: list[ExportChunk
 @flow(name="h5pipe-export", validate_parameters=True, task_runner=default_task_runner())
 def export_flow(params: ExportParams) -> dict:
     """Runs here with the default thread pool, or as a subflow on the runner ``params.run`` asks for."""
-    if needs_own_runner(params.run):
-        return export_flow_on_runner.with_options(task_runner=build_task_runner(params.run))(params)
-    return _export_run(params)
+    return run_here_or_on_runner(params, export_flow_on_runner, _export_run)
 
 
 @flow(name="h5pipe-export-on-runner", validate_parameters=True)

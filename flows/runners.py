@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flows.params import RunOptions
 
 DEFAULT = RunOptions()
@@ -17,6 +19,14 @@ def default_task_runner():
 def needs_own_runner(run: RunOptions) -> bool:
     """True when the parameters ask for another runner than the declared default."""
     return run.task_runner != DEFAULT.task_runner or run.max_workers != DEFAULT.max_workers
+
+
+def run_here_or_on_runner(params, on_runner_flow, body: Callable):
+    """``body(params)`` in this flow run, on its declared default runner, or, when ``params.run``
+    asks for another runner, as the subflow ``on_runner_flow`` given that runner."""
+    if needs_own_runner(params.run):
+        return on_runner_flow.with_options(task_runner=build_task_runner(params.run))(params)
+    return body(params)
 
 
 def build_task_runner(run: RunOptions):
