@@ -4,7 +4,8 @@ Special-token strings in user text. gigatoken always splits every added token ou
 so ``"<|endoftext|>"`` in a document would become the single special id; `tokenizers` with
 ``encode_special_tokens = True`` skips the *special* added tokens when matching and encodes
 their strings as ordinary text. We make the two agree by loading gigatoken from a copy of
-tokenizer.json whose ``added_tokens`` list holds only the non-special entries: gigatoken then
+tokenizer.json whose ``added_tokens`` list holds only the non-special entries
+(tokenizer_derived.py makes it, once per tokenizer.json and machine): gigatoken then
 has nothing to split a special string on, and its pre-tokenizer and BPE treat it as text,
 exactly as `tokenizers` does. This keeps every text on the fast path (no per-text scan, no
 second encoder); no other token or id changes, since the model vocabulary is left as it is. The probe
@@ -22,11 +23,11 @@ character, so the cache never holds more than that many entries, whatever the da
 from __future__ import annotations
 
 import numpy as np
-import orjson
 
 from pipeline_core.errors import ConfigError
 from pipeline_core.probe import Mismatch
 from pipeline_core.ragged import Ragged, offsets_from_lengths
+from pipeline_core.tokenizer_derived import gigatoken_json
 
 # Rebuild gigatoken after this much input. Measured with GPT-2 on 2 cores (bench/backend_memory.py):
 # text full of new words grows RSS ~2.8 MB per MB encoded without a bound (1.8 GB after 600 MB);
@@ -66,7 +67,7 @@ class GigatokenBackend:
     def __init__(self, tokenizer_json: str, reset_every_chars: int | None = DEFAULT_RESET_EVERY_CHARS) -> None:
         if reset_every_chars is not None and reset_every_chars <= 0:
             raise ConfigError(f"reset_every_chars must be positive or None (never reset), got {reset_every_chars}")
-        self._json = without_special_added_tokens(tokenizer_json)
+        self._json = gigatoken_json(tokenizer_json)
         self._reset_every = reset_every_chars
         self._tok = load_gigatoken(self._json)
         self._chars_since_reset = 0
@@ -95,13 +96,6 @@ class GigatokenBackend:
         self._tok = load_gigatoken(self._json)
         self._chars_since_reset = 0
         self.resets += 1
-
-
-def without_special_added_tokens(tokenizer_json: str) -> str:
-    """The tokenizer.json with special entries dropped from ``added_tokens`` (vocab untouched)."""
-    config = orjson.loads(tokenizer_json)
-    config["added_tokens"] = [t for t in config.get("added_tokens") or [] if not t.get("special")]
-    return orjson.dumps(config).decode("utf-8")
 
 
 def load_gigatoken(tokenizer_json: str):

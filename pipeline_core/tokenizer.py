@@ -11,18 +11,17 @@ the folder has one and can be overridden by keyword. Two encoders are kept:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import fsspec
-import orjson
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from pipeline_core.backends import EncodeBackend, create_backend
 from pipeline_core.chat_template import render_chat_template
 from pipeline_core.ragged import Ragged
+from pipeline_core.tokenizer_derived import fingerprint as derived_fingerprint
 
 ROLES = ("bos", "eos", "pad")
 BOS_TOKEN = "<｜begin▁of▁sentence｜>"
@@ -211,13 +210,10 @@ class AutoTokenizer:
     def fingerprint(self) -> str:
         """sha256 of the canonical tokenizer.json plus the roles: the tokenizer part of cache keys.
 
-        Computed once (tens of milliseconds for a 50k vocabulary); roles are fixed after construction.
+        Recorded per tokenizer.json and roles (tokenizer_derived.py); roles are fixed after construction.
         """
         if self._fingerprint is None:
-            canonical = orjson.dumps(orjson.loads(self._json), option=orjson.OPT_SORT_KEYS)
-            digest = hashlib.sha256(canonical)
-            digest.update(json.dumps(self._roles, sort_keys=True).encode("utf-8"))
-            self._fingerprint = digest.hexdigest()
+            self._fingerprint = derived_fingerprint(self._json, json.dumps(self._roles, sort_keys=True))
         return self._fingerprint
 
     def __repr__(self) -> str:

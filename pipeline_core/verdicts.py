@@ -6,9 +6,9 @@ tokenizer (each flow run, each worker). The verdict is a pure function of the to
 the probe set and the two libraries' versions, so it is recorded once per combination:
 
 - in memory, for the rest of the process;
-- on disk, one small JSON file per combination under ``{cache dir}/backend-verdicts/``, where the
-  cache dir is ``$H5PIPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/h5pipe``, else ``~/.cache/h5pipe``.
-  ``H5PIPE_CACHE_DIR=none`` turns the disk records off (every new process checks again).
+- on disk, one small record per combination under ``{cache dir}/backend-verdicts/`` (records.py
+  says where the cache dir is; ``H5PIPE_CACHE_DIR=none`` turns the disk records off, and every new
+  process checks again).
 
 A record holds ``None`` (gigatoken reproduced every probe) or the reason it did not. A new
 version of either library, a changed probe set or any byte of the tokenizer.json gives a new
@@ -18,14 +18,15 @@ key, so a stale record is never consulted. An unreadable record is ignored and r
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import tempfile
 import time
 from importlib import metadata
-from pathlib import Path
 
 from pipeline_core.probe import probe_set_version
+from pipeline_core.records import MISSING, cache_dir, read_record, write_record
+
+__all__ = ["UNKNOWN", "cache_dir", "forget_all_in_memory", "recall", "remember", "verdict_key"]
+
+KIND = "backend-verdicts"
 
 UNKNOWN = object()  # recall() found no record
 _memory: dict[str, str | None] = {}
@@ -62,37 +63,15 @@ def forget_all_in_memory() -> None:
     _memory.clear()
 
 
-def cache_dir() -> Path | None:
-    """Where records live, or None when ``H5PIPE_CACHE_DIR=none`` turns them off."""
-    chosen = os.environ.get("H5PIPE_CACHE_DIR")
-    if chosen is not None:
-        return None if chosen.strip().lower() in ("", "none", "off") else Path(chosen)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "h5pipe"
-
-
-def _record_path(key: str) -> Path | None:
-    root = cache_dir()
-    return None if root is None else root / "backend-verdicts" / f"{key}.json"
-
-
 def _read_record(key: str):
-    path = _record_path(key)
-    if path is None or not path.is_file():
-        return UNKNOWN
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        reason = record["reason"]
-    except (OSError, ValueError, KeyError, TypeError):
+    record = read_record(KIND, key)
+    if record is MISSING or "reason" not in record:
         return UNKNOWN  # torn or foreign file: check again and overwrite it
+    reason = record["reason"]
     return reason if isinstance(reason, str) or reason is None else UNKNOWN
 
 
 def _write_record(key: str, reason: str | None) -> None:
-    """Best effort, atomic: a read-only or full cache dir only costs the next process a check."""
-    path = _record_path(key)
-    if path is None:
-        return
     record = {
         "reason": reason,
         "gigatoken": _version("gigatoken"),
@@ -100,16 +79,7 @@ def _write_record(key: str, reason: str | None) -> None:
         "probe_set": probe_set_version(),
         "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(record, f)
-        os.replace(tmp, path)
-    except OSError:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+    write_record(KIND, key, record)
 
 
 def _version(package: str) -> str:

@@ -9,14 +9,14 @@ import pytest
 
 from pipeline_core import backends, verdicts
 from pipeline_core.backends import create_backend
+from tests.pipeline_core.conftest import forget_in_memory
 from tests.pipeline_core.test_backends import gpt2_variant, require_fixtures, with_single_word_token
 
 GPT2_TEXT = "Hello world"
 
 
 def new_process() -> None:
-    """What a new process sees: no verdicts in memory, only the records on disk."""
-    verdicts.forget_all_in_memory()
+    forget_in_memory()
 
 
 def gpt2_json() -> str:
@@ -83,11 +83,11 @@ def test_records_can_be_turned_off(monkeypatch, tmp_path):
     monkeypatch.setenv("H5PIPE_CACHE_DIR", "none")
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    verdicts.forget_all_in_memory()
+    forget_in_memory()
     assert verdicts.cache_dir() is None
     create_backend(gpt2_json(), "auto")
     assert not any(tmp_path.rglob("*.json"))
-    verdicts.forget_all_in_memory()
+    forget_in_memory()
 
 
 def test_an_unwritable_cache_dir_only_costs_the_check(fresh_verdicts, monkeypatch):
