@@ -55,6 +55,7 @@ class CorpusSpec:
     chunk_mb: float
     seed: int = 0
     chunks: int = 0
+    stationary: bool = False  # see documents()
     format: int = FORMAT
 
     @property
@@ -116,15 +117,19 @@ def fixture_documents(folder: Path = FIXTURES / "llamafactory") -> Iterator[str]
         yield from (s for s in _strings(rows) if len(s) >= MIN_CHARS)
 
 
-def documents(total_bytes: int, seed: int = 0) -> Iterator[str]:
-    """About ``total_bytes`` of UTF-8 text: the shuffled base documents, then varied repeats."""
+def documents(total_bytes: int, seed: int = 0, stationary: bool = False) -> Iterator[str]:
+    """About ``total_bytes`` of UTF-8 text: the shuffled base documents, then varied repeats.
+
+    ``stationary``: every document, the first pass's too, gets its random suffix, so each stretch
+    of the stream brings never-seen words at the same rate (without it the first pass has none).
+    """
     base = list(fixture_documents()) + list(stdlib_documents())
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(base))
     sent, rep = 0, 0
     while True:
         for i in order:
-            doc = base[i] if rep == 0 else base[i] + suffix(rng)
+            doc = base[i] + suffix(rng) if rep or stationary else base[i]
             yield doc
             sent += len(doc.encode("utf-8"))
             if sent >= total_bytes:
@@ -223,7 +228,7 @@ def build(root: Path, spec: CorpusSpec, shapes: Iterable[str] = SHAPES) -> Corpu
             old.unlink()
     writers = {s: writer_for(root / s, spec) for s in shapes}
     count = size = 0
-    for doc in documents(spec.total_bytes, spec.seed):
+    for doc in documents(spec.total_bytes, spec.seed, spec.stationary):
         for shape, writer in writers.items():
             writer.write(shape_row(shape, doc))
         count += 1

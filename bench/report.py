@@ -199,6 +199,22 @@ def rerun_lines(rerun: dict | None) -> list[str]:
     ]
 
 
+def flow_lines(rows: list[dict]) -> list[str]:
+    """Where a flow row's wall time went: inside the flow function, or in Prefect around it."""
+    out = []
+    for row in rows:
+        body = row.get("detail", {}).get("flow_seconds")
+        if body is None or not row.get("seconds") or math.isnan(row["seconds"]):
+            continue
+        around = row["seconds"] - body
+        out.append(
+            f"{row['name']}: {row['seconds']:.2f} s wall = {body:.2f} s in the flow function (tokenizer load, "
+            f"planning, the chunk tasks, the report) + {around:.2f} s of Prefect around it (creating the flow "
+            "run, the heartbeat thread's join, finishing the run)"
+        )
+    return out
+
+
 def markdown(report: dict, table: list[Line]) -> str:
     corpus = report["corpus"]
     parts = [
@@ -217,6 +233,9 @@ def markdown(report: dict, table: list[Line]) -> str:
         "of gigatoken = raw gigatoken's wall time on the same rows / this row's: the share of the fast "
         "backend's speed the row keeps. `*`: the row counts no tokens; the reference token count is shown.",
     ]
+    flows = flow_lines(report.get("rows", []))
+    if flows:
+        parts += ["", "## Where the flow row's time goes", ""] + [f"- {v}" for v in flows]
     if report.get("memory"):
         parts += ["", "## Memory: pt cache stage, packed 2048, one chunk", "", memory_markdown(report["memory"]), ""]
         parts += [f"- {v}" for v in memory_verdict(report["memory"])]

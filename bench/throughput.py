@@ -87,7 +87,8 @@ def run_rows(rows: list[Row], corpus: Corpus, run_dir: Path, repeat: int) -> lis
 def run_memory(sizes: list[float], out: Path, run_dir: Path) -> list[dict]:
     found = []
     for size in sizes:
-        corpus = build(out / f"corpus-memory-{size:g}mb", CorpusSpec(size, size), shapes=("pt",))
+        # stationary: new words arrive at one rate all along, so the chunks differ only in length
+        corpus = build(out / f"corpus-memory-{size:g}mb", CorpusSpec(size, size, stationary=True), shapes=("pt",))
         print(f"memory: {size:g} MB chunk ({corpus.text_bytes / 1e6:.0f} MB of text)", flush=True)
         r = measure(MEMORY, corpus.root, run_dir / "work", 1, run_dir / "rows.log")
         found.append(

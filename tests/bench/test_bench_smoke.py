@@ -77,3 +77,25 @@ def test_rerun_verdict_needs_every_chunk_cached():
     assert rerun_lines(full)[0].endswith("warm/cold 5.0%: met (< 10%)")
     assert "missed (target < 10%, 1.5x over)" in rerun_lines({**full, "warm": 3.0})[0]
     assert "not measured: only 99 of 100 chunks" in rerun_lines({**full, "cached_chunks": 99})[0]
+
+
+def test_flow_lines_split_wall_time_at_the_flow_function():
+    from bench.report import flow_lines
+
+    flow = {"name": "h5pipe cache_flow pt packed 2048", "seconds": 4.0, "detail": {"flow_seconds": 3.25}}
+    other = {"name": "h5pipe cache pt", "seconds": 1.0, "detail": {}}
+    (line,) = flow_lines([flow, other])
+    assert "4.00 s wall = 3.25 s in the flow function" in line and "+ 0.75 s of Prefect around it" in line
+    assert flow_lines([{**flow, "seconds": float("nan")}]) == []
+
+
+def test_a_stationary_stream_suffixes_every_document_from_the_start():
+    import re
+    from itertools import islice
+
+    from bench.corpus import documents
+
+    plain = list(islice(documents(1 << 20), 5))
+    stationary = list(islice(documents(1 << 20, stationary=True), 5))
+    for doc, suffixed in zip(plain, stationary):
+        assert suffixed.startswith(doc) and re.fullmatch(r"\n# [a-z]+( [a-z]+){7}\n", suffixed[len(doc) :])
