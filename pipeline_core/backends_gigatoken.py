@@ -22,6 +22,8 @@ character, so the cache never holds more than that many entries, whatever the da
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from pipeline_core.errors import ConfigError
@@ -70,24 +72,29 @@ class GigatokenBackend:
         self._json = gigatoken_json(tokenizer_json)
         self._reset_every = reset_every_chars
         self._tok = load_gigatoken(self._json)
+        self._lock = threading.Lock()
         self._chars_since_reset = 0
         self.resets = 0
         self.verified = False
 
     def encode_batch(self, texts: list[str]) -> Ragged:
-        self._bound_cache()
-        rows = self._tok.encode_batch(texts)
-        self._chars_since_reset += sum(map(len, texts))
+        # One encode at a time per backend (tasks in threads share it): each call already keeps
+        # every core busy, and a cache rebuild must never swap the tokenizer under a running call.
+        with self._lock:
+            self._bound_cache()
+            rows = self._tok.encode_batch(texts)
+            self._chars_since_reset += sum(map(len, texts))
         return ragged_from_awkward(rows)
 
     def __getstate__(self) -> dict:
         # The gigatoken tokenizer is a Rust object that cannot be pickled (dask, spawn, Prefect
         # input hashing pickle the AutoTokenizer holding this backend): rebuild it from the JSON.
-        return {**self.__dict__, "_tok": None, "_chars_since_reset": 0}
+        return {**self.__dict__, "_tok": None, "_lock": None, "_chars_since_reset": 0}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._tok = load_gigatoken(self._json)
+        self._lock = threading.Lock()
 
     def _bound_cache(self) -> None:
         if self._reset_every is None or self._chars_since_reset < self._reset_every:

@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import awkward as ak
@@ -165,6 +166,22 @@ def test_cache_resets_keep_ids(tokenizer_json):
             bounded.encode_batch(texts[start : start + 100]), unbounded.encode_batch(texts[start : start + 100])
         )
     assert bounded.resets >= 2 and unbounded.resets == 0
+
+
+def test_threads_sharing_a_backend_never_meet_a_rebuild(trained_dir):
+    """Tasks in threads share one backend: a rebuild must not swap the tokenizer under a running call."""
+    tokenizer_json = (trained_dir / "tokenizer.json").read_text(encoding="utf-8")
+    texts = corpus_strings("c4_demo.jsonl")[:40]
+    expected = TokenizersBackend(tokenizer_json).encode_batch(texts)
+    shared = GigatokenBackend(tokenizer_json, reset_every_chars=1)  # rebuilt before every call
+
+    def encode(_: int) -> Ragged:
+        return shared.encode_batch(texts)
+
+    with ThreadPoolExecutor(4) as pool:
+        for got in pool.map(encode, range(60)):
+            assert_same(got, expected)
+    assert shared.resets == 59
 
 
 def test_gigatoken_tokenizer_survives_pickling(gpt2_by_backend):
