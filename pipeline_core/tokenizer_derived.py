@@ -55,26 +55,30 @@ def _record(tokenizer_json: str) -> dict:
     record = read_record(KIND, key)
     if _usable(record):
         return record
-    record = {
-        "format": FORMAT,
-        "gigatoken_json": without_special_added_tokens(orjson.loads(tokenizer_json)),
-        "fingerprints": {},
-    }
+    copy = without_special_added_tokens(orjson.loads(tokenizer_json))
+    record = {"format": FORMAT, "gigatoken_json": copy, "gigatoken_json_sha256": _sha256(copy), "fingerprints": {}}
     write_record(KIND, key, record)
     return record
 
 
 def _usable(record) -> bool:
+    """A record of this format, whose gigatoken copy is the text it was written with (a flipped
+    byte would otherwise change ids silently: the probe verdict is keyed on the original JSON)."""
     return (
         record is not MISSING
         and record.get("format") == FORMAT
         and isinstance(record.get("gigatoken_json"), str)
         and isinstance(record.get("fingerprints"), dict)
+        and record.get("gigatoken_json_sha256") == _sha256(record["gigatoken_json"])
     )
 
 
 def _key(tokenizer_json: str) -> str:
-    return hashlib.sha256(tokenizer_json.encode("utf-8")).hexdigest()
+    return _sha256(tokenizer_json)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _canonical(config: dict) -> bytes:

@@ -57,10 +57,13 @@ def test_new_roles_are_added_to_the_record(gpt2_text, fresh_verdicts):
     assert record["fingerprints"] == {ROLES: eos, both: tokenizer_derived.fingerprint(gpt2_text, both)}
 
 
-def test_a_torn_or_older_record_is_ignored_and_rewritten(gpt2_text, fresh_verdicts):
+def test_a_torn_older_or_altered_record_is_ignored_and_rewritten(gpt2_text, fresh_verdicts):
     expected = tokenizer_derived.gigatoken_json(gpt2_text)
     (path,) = records(fresh_verdicts)
-    for stale in ('{"gigatoken_json": ', json.dumps({"format": 0, "gigatoken_json": "{}", "fingerprints": {}})):
+    good = json.loads(path.read_text())
+    altered = {**good, "gigatoken_json": good["gigatoken_json"].replace('"Hello"', '"Hellp"', 1)}
+    assert altered["gigatoken_json"] != good["gigatoken_json"]
+    for stale in ('{"gigatoken_json": ', json.dumps({**good, "format": 0}), json.dumps(altered)):
         path.write_text(stale)
         forget_in_memory()
         assert tokenizer_derived.gigatoken_json(gpt2_text) == expected
