@@ -31,10 +31,7 @@ def cache_chunk(
         get_run_logger().info("%s: resumed from the manifest, not recomputed", committed["output_url"])
         return ChunkResult.model_validate(committed)
     processor = build_processor(ProcessorSpec(**job.processor), load_tokenizer(TokenizerSpec(**job.tokenizer)))
-    options = CacheOptions(
-        pack_size=job.pack_size, pad_value=job.pad_value, on_error=job.on_error, batch_size=job.batch_size
-    )
-    stats = cache_file(chunk.url, job.output_dir, processor, options, storage_options)
+    stats = cache_file(chunk.url, job.output_dir, processor, CacheOptions(**job.cache_options()), storage_options)
     if stats.source_sha256 != chunk.sha256:
         raise RuntimeError(
             f"{chunk.url} changed while it was being cached (sha256 {chunk.sha256[:12]} -> {stats.source_sha256[:12]}); run again"

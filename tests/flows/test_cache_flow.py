@@ -180,3 +180,17 @@ def test_bfd_packing_reports_utilisation_near_the_lower_bound(gpt2_path, llamafa
     assert summary["samples_written"] + summary["rows_skipped"] == len(rows)
     assert summary["packs"] <= 1.03 * summary["lower_bound_packs"]
     assert summary["pack_utilisation"] >= 0.95
+    assert read_attrs(str(tmp_path / "out" / "train_chunk_0.h5"))["packing"] == "bfd"
+
+
+def test_every_output_setting_reaches_the_files(gpt2_path, tmp_path):
+    """Settings the cache key holds must also shape the file (the task once passed only four)."""
+    rows = [{"text": f"First sentence {i}. Second one {i}."} for i in range(10)] + [{"text": "x" * 300}]
+    folder = write_chunks(tmp_path / "pt", rows, 1)
+    out = tmp_path / "out"
+    cache_flow(params(gpt2_path, folder, out, output_format="both", split_sentences=True, max_row_bytes=200))
+    attrs = read_attrs(str(out / "train_chunk_0.h5"))
+    assert attrs["output_format"] == "both" and bool(attrs["split_sentences"]) and attrs["max_row_bytes"] == 200
+    assert (attrs["rows_read"], attrs["rows_skipped"], attrs["sentences_written"]) == (11, 1, 20)
+    assert (out / "train_chunk_0_sequence_document.bin").stat().st_size > 0
+    assert json.loads((out / "train_chunk_0.errors.jsonl").read_text())["line"] == 11
