@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from pipeline_core.build import ProcessorSpec, TokenizerSpec
+from pipeline_core.io.jsonl import BATCH_BYTES
 
 
 class StorageOptions(BaseModel):
@@ -128,7 +129,10 @@ class CacheParams(BaseModel):
         None, ge=0, le=1, description="fail a chunk quarantining more rows than this share"
     )
     max_row_bytes: int | None = Field(32 << 20, gt=0, description="longer lines are quarantined unparsed")
-    batch_size: int = Field(1024, gt=0)
+    batch_size: int = Field(1024, gt=0, description="a batch ends after this many rows")
+    batch_bytes: int | None = Field(
+        BATCH_BYTES, gt=0, description="... or before this many bytes of JSON: the stage's memory follows it"
+    )
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
 

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from pipeline_core.io.jsonl import BATCH_BYTES
+
+UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate")
+
 
 class CacheJob(BaseModel):
     """Everything one cache task needs, in plain data (picklable for process and Dask runners)."""
@@ -26,6 +30,7 @@ class CacheJob(BaseModel):
     max_error_rate: float | None = None
     max_row_bytes: int | None = 32 << 20
     batch_size: int = 1024
+    batch_bytes: int | None = BATCH_BYTES
     endpoint: str | None = None  # part of the output's identity; credentials are not
 
     def cache_options(self) -> dict:
@@ -35,6 +40,7 @@ class CacheJob(BaseModel):
             "pad_value": self.pad_value,
             "on_error": self.on_error,
             "batch_size": self.batch_size,
+            "batch_bytes": self.batch_bytes,
             "output_format": self.output_format,
             "packing": self.packing,
             "bfd_window": self.bfd_window,
@@ -50,8 +56,8 @@ class CacheJob(BaseModel):
         return {
             "tokenizer": self.tokenizer_fingerprint,
             "processor": self.processor,
-            # batch size and the error-rate limit never change what a file holds
-            **{k: v for k, v in self.cache_options().items() if k not in ("batch_size", "max_error_rate")},
+            # batch bounds and the error-rate limit never change what a file holds
+            **{k: v for k, v in self.cache_options().items() if k not in UNKEYED_OPTIONS},
             "format_version": FORMAT_VERSION,
         }
 
