@@ -75,9 +75,16 @@ def trained(llamafactory):
 @pytest.fixture(scope="session")
 def prefect_harness():
     """One temporary Prefect server for the whole session (it takes seconds to start)."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    # No flow-run heartbeats in this process, as in Prefect's own test profile (PrefectHQ/prefect
+    # #21062): at exit the engine joins the heartbeat thread, which sleeps in 1 s steps, so each
+    # flow run would last up to a second longer. Subprocesses (CLI, served deployments) keep them.
+    with (
+        prefect_test_harness(server_startup_timeout=120),
+        temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    ):
         yield
 
 
