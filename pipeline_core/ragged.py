@@ -110,11 +110,6 @@ def concat_ragged(parts: Sequence[Ragged]) -> Ragged:
     return Ragged(values, out_offsets)
 
 
-def constant_like(ragged: Ragged, value, dtype) -> Ragged:
-    """A Ragged of the same shape filled with ``value``."""
-    return Ragged(np.full(ragged.values.size, value, dtype=dtype), ragged.offsets)
-
-
 def tile_rows(seq: np.ndarray, n: int) -> Ragged:
     """The same sequence repeated as ``n`` rows (e.g. a format string shared by a batch)."""
     seq = np.asarray(seq)
