@@ -15,10 +15,6 @@ from tests.pipeline_core.test_backends import gpt2_variant, require_fixtures, wi
 GPT2_TEXT = "Hello world"
 
 
-def new_process() -> None:
-    forget_in_memory()
-
-
 def gpt2_json() -> str:
     require_fixtures()
     return gpt2_variant(lambda config: None)
@@ -33,7 +29,7 @@ def test_a_passed_check_is_recorded_and_trusted_by_the_next_process(fresh_verdic
     record = json.loads(records[0].read_text())
     assert record["reason"] is None and record["gigatoken"] and record["tokenizers"]
 
-    new_process()
+    forget_in_memory()  # what a new process sees
     monkeypatch.setattr(backends, "TokenizersBackend", _refuse)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -45,7 +41,7 @@ def test_a_failed_check_is_recorded_and_still_warns(fresh_verdicts):
     text = gpt2_variant(with_single_word_token)
     with pytest.warns(UserWarning, match="Hello, world! The quick"):
         assert create_backend(text, "auto").name == "tokenizers"
-    new_process()
+    forget_in_memory()  # what a new process sees
     with pytest.warns(UserWarning, match="Hello, world! The quick") as caught:
         assert create_backend(text, "auto").name == "tokenizers"
     assert len(caught) == 1
