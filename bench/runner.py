@@ -1,4 +1,4 @@
-"""Run one row in a fresh process, R times; keep the best wall time and the highest peak RSS.
+"""Run one row in a fresh process, R times; keep the best wall time, every peak RSS and the highest.
 
 Peak RSS is the larger of (a) the child's own ``ru_maxrss`` (exact, but blind to helpers that
 run beside it) and (b) the sum of RSS over the child's whole process tree, sampled every
@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -33,6 +33,7 @@ class Result:
     runs: list[float]
     detail: dict
     error: str | None = None
+    peaks: list[int] = field(default_factory=list)  # bytes, each repetition's
 
 
 class TreeSampler(threading.Thread):
@@ -109,8 +110,8 @@ def measure(name: str, corpus: Path, work_root: Path, repeat: int, log: Path) ->
             if best is None or out["seconds"] < best["seconds"]:
                 best = out
     except RuntimeError as err:
-        return Result(name, float("nan"), None, 0, runs, {}, str(err))
-    return Result(name, best["seconds"], best["tokens"], max(peaks), runs, best["detail"])
+        return Result(name, float("nan"), None, 0, runs, {}, str(err), peaks)
+    return Result(name, best["seconds"], best["tokens"], max(peaks), runs, best["detail"], peaks=peaks)
 
 
 def _slug(name: str) -> str:

@@ -1,7 +1,8 @@
 """h5pipe throughput benchmark: raw encoders, h5pipe's stages and the peers, on one corpus.
 
     python bench/throughput.py [--size-mb 40] [--chunk-mb 10] [--repeat 3] [--out bench/results]
-                               [--memory] [--memory-mb 100,1024] [--rerun-mb 10,100] [--no-rerun]
+                               [--memory] [--memory-mb 100,1024] [--memory-repeat 3]
+                               [--rerun-mb 10,100] [--no-rerun]
                                [--only NAME,...] [--no-latest]
 
 Builds the corpus (bench/corpus.py: stdlib sources + shared fixtures, no network), then runs
@@ -9,7 +10,7 @@ every row of bench/rows.py, each repetition in a fresh process (bench/runner.py)
 ``{out}/run-{time}/`` with results.json, report.md, chart.png and the rows' logs; with
 ``--latest`` (the default) report.md and chart.png are also copied to bench/latest.md and
 bench/latest.png. ``--memory`` adds the peak RSS of the pt cache stage on one chunk of each
-``--memory-mb`` size; the cached-rerun part runs a 100-chunk job of each ``--rerun-mb`` size
+``--memory-mb`` size, ``--memory-repeat`` fresh runs each; the cached-rerun part runs a 100-chunk job of each ``--rerun-mb`` size
 through cache_flow twice.
 See bench/README.md for what each row means.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import time
 from dataclasses import asdict
@@ -44,13 +46,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", help="comma-separated substrings: run only the rows whose name has one")
     parser.add_argument("--memory", action="store_true", help="also measure peak RSS on one large chunk")
     parser.add_argument("--memory-mb", default="100,1024", help="chunk sizes in MB for --memory")
+    parser.add_argument(
+        "--memory-repeat", type=int, default=3, help="fresh-process runs per --memory size; medians are compared"
+    )
     parser.add_argument("--rerun-mb", default="10,100", help="sizes in MB of the 100-chunk cached-rerun jobs")
     parser.add_argument("--no-rerun", dest="rerun", action="store_false")
     parser.add_argument("--no-table", dest="table", action="store_false", help="skip the throughput rows")
     parser.add_argument("--no-latest", dest="latest", action="store_false", help="do not update bench/latest.*")
     args = parser.parse_args(argv)
-    if args.size_mb <= 0 or args.chunk_mb <= 0 or args.repeat < 1:
-        parser.error("--size-mb and --chunk-mb must be positive and --repeat at least 1")
+    if args.size_mb <= 0 or args.chunk_mb <= 0 or args.repeat < 1 or args.memory_repeat < 1:
+        parser.error("--size-mb and --chunk-mb must be positive, --repeat and --memory-repeat at least 1")
     return args
 
 
@@ -77,31 +82,33 @@ def run_rows(rows: list[Row], corpus: Corpus, run_dir: Path, repeat: int) -> lis
     results = []
     for row in rows:
         started = time.perf_counter()
-        result = measure(row.name, corpus.root, run_dir / "work", repeat, run_dir / "rows.log")
+        result = measure(row.name, corpus.root, run_dir / "work", max(repeat, row.runs), run_dir / "rows.log")
         status = result.error or f"best {result.seconds:.2f} s of {[round(s, 2) for s in result.runs]}"
         print(f"  {row.name}: {status} ({time.perf_counter() - started:.0f} s in all)", flush=True)
         results.append(result)
     return results
 
 
-def run_memory(sizes: list[float], out: Path, run_dir: Path) -> list[dict]:
+def run_memory(sizes: list[float], out: Path, run_dir: Path, repeat: int) -> list[dict]:
     found = []
     for size in sizes:
         # stationary: new words arrive at one rate all along, so the chunks differ only in length
         corpus = build(out / f"corpus-memory-{size:g}mb", CorpusSpec(size, size, stationary=True), shapes=("pt",))
         print(f"memory: {size:g} MB chunk ({corpus.text_bytes / 1e6:.0f} MB of text)", flush=True)
-        r = measure(MEMORY, corpus.root, run_dir / "work", 1, run_dir / "rows.log")
+        r = measure(MEMORY, corpus.root, run_dir / "work", repeat, run_dir / "rows.log")
         found.append(
             {
                 "chunk_mb": size,
                 "rows": corpus.documents,
                 "tokens": r.tokens,
                 "seconds": r.seconds,
-                "peak_rss": r.peak_rss,
+                "peak_rss": statistics.median(r.peaks) if r.peaks else 0,
+                "peaks": r.peaks,
                 "error": r.error,
             }
         )
-        print(f"  peak RSS {r.peak_rss / report.MIB:,.0f} MiB, {r.seconds:.1f} s {r.error or ''}", flush=True)
+        peaks = ", ".join(f"{p / report.MIB:,.0f}" for p in r.peaks)
+        print(f"  peak RSS [{peaks}] MiB, best {r.seconds:.1f} s {r.error or ''}", flush=True)
     return found
 
 
@@ -132,7 +139,8 @@ def main(argv: list[str] | None = None) -> Path:
     corpus = build(args.out / f"corpus-{args.size_mb:g}mb-{args.chunk_mb:g}mb", spec)
     print(f"corpus: {corpus.text_bytes / 1e6:.1f} MB, {corpus.documents:,} documents at {corpus.root}", flush=True)
     results = run_rows(selected(ROWS, args.only), corpus, run_dir, args.repeat) if args.table else []
-    memory = run_memory([float(s) for s in args.memory_mb.split(",")], args.out, run_dir) if args.memory else []
+    sizes = [float(s) for s in args.memory_mb.split(",")]
+    memory = run_memory(sizes, args.out, run_dir, args.memory_repeat) if args.memory else []
     reruns = [run_rerun(float(mb), args.out, run_dir) for mb in args.rerun_mb.split(",")] if args.rerun else []
     about["load_end"] = machine.load()
     summary = {

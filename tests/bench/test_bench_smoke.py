@@ -99,3 +99,46 @@ def test_a_stationary_stream_suffixes_every_document_from_the_start():
     stationary = list(islice(documents(1 << 20, stationary=True), 5))
     for doc, suffixed in zip(plain, stationary):
         assert suffixed.startswith(doc) and re.fullmatch(r"\n# [a-z]+( [a-z]+){7}\n", suffixed[len(doc) :])
+
+
+def _row(name: str, tokens: int, seconds: float, **detail) -> dict:
+    return {"name": name, "tokens": tokens, "seconds": seconds, "detail": detail, "error": None}
+
+
+def test_run_cost_splits_the_target_row_and_finds_the_break_even_size():
+    from bench.report import run_cost_lines
+    from bench.rows import FLOW_PT, FLOW_SMALL, GIGA_PT, REF_PT
+
+    rows = [
+        _row(REF_PT, 1_000_000, 10.0),  # 0.1 M tok/s
+        _row(GIGA_PT, 1_000_000, 0.5),  # 2 M tok/s
+        _row(FLOW_PT, 1_000_100, 2.0),
+        _row(FLOW_SMALL, 100, 1.0, rows=200, flow_seconds=0.6),
+    ]
+    fixed, rest, size = run_cost_lines(rows, text_bytes=1_000_100)  # one token per byte
+    assert fixed.startswith("per-run cost: 1.00 s, the same flow on its first 200 rows (100 tokens; 0.60 s")
+    assert "1,000,000 tokens in 1.00 s, 1.00 M tok/s = 10.0x raw tokenizers, 50% of raw gigatoken's rate" in rest
+    # At 7x: T / 0.1e6 = 7 * (1.0 + T / 1e6)  ->  T = 7 / (1e-5 - 7e-6) = 2,333,333 tokens = 2.3 MB here
+    assert "reaches 7x raw tokenizers from about 2 MB of text per run (this corpus: 1 MB)" in size
+
+
+def test_run_cost_says_when_no_size_reaches_the_target():
+    from bench.report import run_cost_lines
+    from bench.rows import FLOW_PT, FLOW_SMALL, REF_PT
+
+    rows = [_row(REF_PT, 1_000_000, 10.0), _row(FLOW_PT, 1_000_100, 3.0), _row(FLOW_SMALL, 100, 1.0)]
+    *_, last = run_cost_lines(rows, text_bytes=1_000_100)  # 0.5 M tok/s beyond the per-run cost: 5x
+    assert last == "at that rate the row stays under 7x raw tokenizers at any job size"
+    assert run_cost_lines(rows[:2], text_bytes=1) == []
+
+
+def test_memory_spread_compares_medians_and_the_limit_every_run():
+    from bench.report import MIB, memory_verdict
+
+    small = {"chunk_mb": 100, "peak_rss": 200 * MIB, "peaks": [190 * MIB, 200 * MIB, 260 * MIB]}
+    large = {"chunk_mb": 1024, "peak_rss": 215 * MIB, "peaks": [215 * MIB, 210 * MIB, 230 * MIB]}
+    limit, spread = memory_verdict([small, large])
+    assert limit == "peak RSS <= 1.5 GiB: met (largest of any run 260 MiB)"
+    assert spread == "within 10% between the chunks: met (+7.5%, medians of 3 run(s) per size)"
+    _, spread = memory_verdict([small, {**large, "peak_rss": 221 * MIB}])
+    assert spread.startswith("within 10% between the chunks: missed (+10.5%")
