@@ -24,7 +24,7 @@ from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
 from pipeline_core.build import build_processor, load_tokenizer
-from pipeline_core.io.cache import CacheOptions, list_inputs, output_names
+from pipeline_core.io.cache import CacheOptions, list_inputs, standing_output
 from pipeline_core.io.errors_log import ErrorRateExceeded, error_rate_problem
 from pipeline_core.redact import protect_secrets
 from tasks.cache import cache_chunk
@@ -89,10 +89,6 @@ def _run_todo(plan: Plan, task, job: CacheJob, inputs, committed, storage, progr
     return run_chunks(futures, urls, progress, committer, stamp)
 
 
-def _name(url: str) -> str:
-    return url.rsplit("/", 1)[-1]
-
-
 @flow(name="h5pipe-cache", validate_parameters=True, task_runner=default_task_runner())
 def cache_flow(params: CacheParams) -> dict:
     """Runs here with the default thread pool, or as a subflow on the runner ``params.run`` asks for."""
@@ -113,8 +109,11 @@ def _cache_run(params: CacheParams) -> dict:
     inputs = chunk_inputs(params.input, storage)
     sweep_outputs(params.output, storage, logger)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
-    outputs = [output_names(u, params.output)[0] for u in inputs]
-    committed = [committer.previous(_name(o)) for o in outputs]
+    earlier = committer.previous_by_input()
+    committed = [earlier.get(u) for u in inputs]
+    outputs = [
+        standing_output(u, params.output, job.output_format, c and c["output_url"]) for u, c in zip(inputs, committed)
+    ]
     plan = plan_chunks(inputs, outputs, committed, params.run.verify_hits, storage, params.run.trust_stamps)
     logger.info(
         "caching %d chunk(s) into %s with %s; %d unchanged since the manifest's run, reused without a task",

@@ -19,10 +19,11 @@ class Committer:
             output_dir, open_for_run(output_dir, stage, config_hash, overwrite, storage_options), storage_options
         )
 
-    def previous(self, name: str) -> dict | None:
-        """The descriptor an earlier run committed for ``name`` (the task re-verifies it)."""
-        entry = self.manifest.entries.get(name)
-        return entry.extra.get("result") if entry else None
+    def previous_by_input(self) -> dict[str, dict]:
+        """The descriptors earlier runs committed, by input URL (the plan and the tasks re-verify
+        them). By input, since a Megatron-only output's name is known only after it is written."""
+        results = (entry.extra.get("result") for entry in self.manifest.entries.values())
+        return {r["input_url"]: r for r in results if r and r.get("input_url")}
 
     def record(self, result, save: bool = True) -> None:
         """Add one finished output and rewrite the manifest (atomically; later, with ``save=False``)."""

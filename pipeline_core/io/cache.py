@@ -109,6 +109,21 @@ def output_names(input_url: str, output_dir: str) -> tuple[str, str]:
     return join_url(output_dir, f"{stem}.h5"), join_url(output_dir, f"{stem}.errors.jsonl")
 
 
+def standing_output(input_url: str, output_dir: str, output_format: str, recorded: str | None = None) -> str:
+    """The file whose presence marks a chunk finished: its HDF5, or with Megatron-only output the
+    .idx of its first key (published after its .bin). Which keys a chunk writes shows only once it
+    is written, so that .idx is the one an earlier run ``recorded`` for this input, when it has
+    the right shape; otherwise the HDF5 name, which such a run never writes."""
+    h5_url, _ = output_names(input_url, output_dir)
+    if output_format != "megatron" or not recorded:
+        return h5_url
+    prefix = join_url(output_dir, f"{output_stem(input_url)}_")
+    suffix = "_document.idx"
+    if recorded.startswith(prefix) and recorded.endswith(suffix) and len(recorded) > len(prefix) + len(suffix):
+        return recorded
+    return h5_url
+
+
 def resolve_pad_value(processor: Processor, pack_size: int, pad_value: int | None) -> int | None:
     if pack_size <= 0 or pad_value is not None:
         return pad_value

@@ -106,3 +106,48 @@ def test_unchanged_rerun_lists_the_outputs_once(gpt2_path, c4_chunks, tmp_path, 
     assert [urls for urls in listed if any(u.endswith(".h5") for u in urls)] == [
         [str(tmp_path / "out" / f"train_chunk_{i}.h5") for i in range(3)]
     ]
+
+
+def test_unchanged_megatron_only_rerun_submits_no_task(gpt2_path, c4_chunks, tmp_path, caplog):
+    """Megatron-only output has no .h5: the chunk stands for its first key's .idx in the manifest."""
+    p = params(gpt2_path, c4_chunks, tmp_path / "out", output_format="megatron")
+
+    def reused() -> int:
+        """How many chunks the run's plan reused without a task, as its log line says."""
+        (line,) = [r.getMessage() for r in caplog.records if "since the manifest's run" in r.getMessage()]
+        caplog.clear()
+        return int(line.split("; ")[1].split()[0])
+
+    caplog.set_level("INFO", logger="prefect.flow_runs")
+    first = cache_flow(p)
+    assert reused() == 0
+    assert [r["output_url"].rsplit("/", 1)[-1] for r in first["chunks"]] == [
+        f"train_chunk_{i}_sequence_document.idx" for i in range(3)
+    ]
+    idx = sorted((tmp_path / "out").glob("*.idx"))
+    before = {f.name: f.stat().st_mtime_ns for f in idx}
+    second = cache_flow(p)
+    assert reused() == 3
+    assert second["cached"] == [True, True, True] and second["chunks"] == first["chunks"]
+    assert {f.name: f.stat().st_mtime_ns for f in idx} == before
+    (tmp_path / "out" / "train_chunk_1_sequence_document.idx").unlink()
+    third = cache_flow(p)  # a missing output is never reused: that chunk runs its tasks again
+    assert reused() == 2
+    assert (tmp_path / "out" / "train_chunk_1_sequence_document.idx").exists()
+    assert third["chunks"][1]["sha256"] == first["chunks"][1]["sha256"]
+
+
+def test_megatron_only_chunks_resume_from_the_manifest_in_their_task(gpt2_path, c4_chunks, tmp_path):
+    """With stamps not trusted and Prefect's results gone, each task still finds its .idx in the manifest."""
+    import shutil
+
+    p = params(gpt2_path, c4_chunks, tmp_path / "out", output_format="megatron", run={"trust_stamps": False})
+    first = cache_flow(p)
+    files = sorted((tmp_path / "out").glob("*_document.*"))
+    assert len(files) == 6
+    before = {f.name: f.stat().st_mtime_ns for f in files}
+    shutil.rmtree(tmp_path / "out" / ".h5pipe")
+    again = cache_flow(p)
+    assert again["cached"] == [False, False, False]  # the tasks ran ...
+    assert {f.name: f.stat().st_mtime_ns for f in files} == before  # ... and resumed: nothing rewritten
+    assert again["chunks"] == first["chunks"]

@@ -106,3 +106,25 @@ def test_merged_chunks_equal_the_concatenation(gpt2, c4_chunks, tmp_path, output
 def test_merge_refuses_chunks_with_different_keys(tmp_path):
     with pytest.raises(ValueError, match="deferred key"):
         merge_megatron([{"sequence": "a", "loss_weight": "b"}, {"sequence": "c"}], str(tmp_path / "all"))
+
+
+@pytest.mark.parametrize(
+    ("output_format", "recorded", "expected"),
+    [
+        ("hdf5", None, "s3://b/out/train_chunk_3.h5"),
+        ("both", "s3://b/out/train_chunk_3_sequence_document.idx", "s3://b/out/train_chunk_3.h5"),
+        (
+            "megatron",
+            "s3://b/out/train_chunk_3_sequence_document.idx",
+            "s3://b/out/train_chunk_3_sequence_document.idx",
+        ),
+        ("megatron", None, "s3://b/out/train_chunk_3.h5"),  # nothing recorded: a name no run writes
+        ("megatron", "s3://b/out/train_chunk_30_sequence_document.idx", "s3://b/out/train_chunk_3.h5"),
+        ("megatron", "s3://b/other/train_chunk_3_sequence_document.idx", "s3://b/out/train_chunk_3.h5"),
+        ("megatron", "s3://b/out/train_chunk_3__document.idx", "s3://b/out/train_chunk_3.h5"),
+    ],
+)
+def test_standing_output_is_the_recorded_idx_only_for_megatron_only_chunks(output_format, recorded, expected):
+    from pipeline_core.io.cache import standing_output
+
+    assert standing_output("s3://b/in/train_chunk_3.jsonl", "s3://b/out", output_format, recorded) == expected
