@@ -10,7 +10,8 @@ handles are keyed by pid), so a ``DataLoader`` with workers just works. ``share_
 instead reads everything once into shared memory that all workers read without copying.
 
 A remote folder (any fsspec URL) is downloaded once into ``cache_dir`` (default
-``$H5PIPE_CACHE`` or ``~/.cache/h5pipe``); a cached file is reused while its size matches.
+``$H5PIPE_CACHE``, else ``$H5PIPE_CACHE_DIR`` or ``~/.cache/h5pipe``, see ``_cache_root``); a
+cached file is reused while its size matches.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from pipeline_core import records
 from pipeline_core.io.fs import fetch_files, is_local, url_to_fs
 from pipeline_core.io.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, refuse_links, require_complete
 
@@ -191,7 +193,10 @@ def local_files(url: str, cache_dir: str | None = None, storage_options: dict | 
 
 
 def _cache_root(cache_dir: str | None) -> str:
-    return cache_dir or os.environ.get("H5PIPE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "h5pipe")
+    """``cache_dir``, else ``$H5PIPE_CACHE`` (downloads only), else the folder of h5pipe's other
+    records (``$H5PIPE_CACHE_DIR``, ``$XDG_CACHE_HOME/h5pipe``, ``~/.cache/h5pipe``). Downloads
+    need a folder even when ``H5PIPE_CACHE_DIR=none`` turns the records off: then the default."""
+    return str(cache_dir or os.environ.get("H5PIPE_CACHE") or records.cache_dir() or records.default_cache_dir())
 
 
 def _download(fs, remote: str, folder: str) -> str:

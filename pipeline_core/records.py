@@ -25,6 +25,11 @@ def cache_dir() -> Path | None:
     chosen = os.environ.get("H5PIPE_CACHE_DIR")
     if chosen is not None:
         return None if chosen.strip().lower() in ("", "none", "off") else Path(chosen)
+    return default_cache_dir()
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/h5pipe``, else ``~/.cache/h5pipe``."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "h5pipe"
 

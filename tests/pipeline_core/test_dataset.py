@@ -126,3 +126,19 @@ def test_remote_folder_is_downloaded_once(sft_outputs, tmp_path, monkeypatch):
     monkeypatch.setattr(type(fs), "get_file", lambda *a, **k: calls.append(a))
     again = H5Dataset("memory://remote-ds", cache_dir=str(tmp_path / "cache"))
     assert calls == [] and again.paths == first.paths
+
+
+def test_downloads_go_where_the_other_records_go(tmp_path, monkeypatch):
+    from pipeline_core.dataset import _cache_root
+
+    monkeypatch.delenv("H5PIPE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("H5PIPE_CACHE_DIR", raising=False)
+    assert _cache_root(None) == str(tmp_path / "xdg" / "h5pipe")
+    monkeypatch.setenv("H5PIPE_CACHE_DIR", str(tmp_path / "shared"))
+    assert _cache_root(None) == str(tmp_path / "shared")
+    monkeypatch.setenv("H5PIPE_CACHE_DIR", "none")  # records off; downloads still need a folder
+    assert _cache_root(None) == str(tmp_path / "xdg" / "h5pipe")
+    monkeypatch.setenv("H5PIPE_CACHE", str(tmp_path / "downloads"))  # the downloads-only override wins
+    assert _cache_root(None) == str(tmp_path / "downloads")
+    assert _cache_root(str(tmp_path / "given")) == str(tmp_path / "given")
