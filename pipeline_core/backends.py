@@ -78,7 +78,8 @@ def _forced_gigatoken(tokenizer_json: str) -> EncodeBackend:
     if known is not UNKNOWN and known is not None:
         raise GigatokenUnavailable(known)
     try:
-        candidate = GigatokenBackend(tokenizer_json)  # a tokenizer gigatoken cannot load fails here, first
+        # a tokenizer gigatoken cannot load fails here, first; one it loaded before loads at first use
+        candidate = GigatokenBackend(tokenizer_json, lazy=known is None)
         if known is UNKNOWN:
             _verify(candidate, TokenizersBackend(tokenizer_json), tokenizer_json)
     except GigatokenUnavailable as err:

@@ -66,12 +66,16 @@ class GigatokenBackend:
 
     name = "gigatoken"
 
-    def __init__(self, tokenizer_json: str, reset_every_chars: int | None = DEFAULT_RESET_EVERY_CHARS) -> None:
+    def __init__(
+        self, tokenizer_json: str, reset_every_chars: int | None = DEFAULT_RESET_EVERY_CHARS, lazy: bool = False
+    ) -> None:
+        """``lazy``: parse with gigatoken at the first encode, not now (for a tokenizer gigatoken is
+        known to load: a process that never encodes, such as a fully cached rerun, skips the parse)."""
         if reset_every_chars is not None and reset_every_chars <= 0:
             raise ConfigError(f"reset_every_chars must be positive or None (never reset), got {reset_every_chars}")
         self._json = gigatoken_json(tokenizer_json)
         self._reset_every = reset_every_chars
-        self._tok = load_gigatoken(self._json)
+        self._tok = None if lazy else load_gigatoken(self._json)
         self._lock = threading.Lock()
         self._chars_since_reset = 0
         self.resets = 0
@@ -82,6 +86,8 @@ class GigatokenBackend:
         # every core busy, and a cache rebuild must never swap the tokenizer under a running call.
         with self._lock:
             self._bound_cache()
+            if self._tok is None:
+                self._tok = load_gigatoken(self._json)
             rows = self._tok.encode_batch(texts)
             self._chars_since_reset += sum(map(len, texts))
         return ragged_from_awkward(rows)
@@ -92,15 +98,14 @@ class GigatokenBackend:
         return {**self.__dict__, "_tok": None, "_lock": None, "_chars_since_reset": 0}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._tok = load_gigatoken(self._json)
+        self.__dict__.update(state)  # gigatoken loads at the first encode, as for a lazy backend
         self._lock = threading.Lock()
 
     def _bound_cache(self) -> None:
+        """Drop the tokenizer after ``reset_every_chars`` of input; the caller loads a new one."""
         if self._reset_every is None or self._chars_since_reset < self._reset_every:
             return
-        self._tok = None  # free the old caches before the new tokenizer allocates its own
-        self._tok = load_gigatoken(self._json)
+        self._tok = None  # freed before the next load allocates new caches
         self._chars_since_reset = 0
         self.resets += 1
 

@@ -184,6 +184,23 @@ def test_threads_sharing_a_backend_never_meet_a_rebuild(trained_dir):
     assert shared.resets == 59
 
 
+def test_a_recorded_verdict_defers_gigatoken_until_the_first_encode(tokenizer_json, fresh_verdicts, monkeypatch):
+    """A process that never encodes (a fully cached rerun) does not parse tokenizer.json with gigatoken."""
+    import pipeline_core.backends_gigatoken as module
+
+    loads = []
+    real_load = module.load_gigatoken
+    monkeypatch.setattr(module, "load_gigatoken", lambda text: loads.append(1) or real_load(text))
+    create_backend(tokenizer_json, "auto")  # no verdict yet: loaded at once, probed, recorded
+    assert len(loads) == 1
+    backend = create_backend(tokenizer_json, "auto")
+    assert backend.name == "gigatoken" and backend.verified and len(loads) == 1
+    texts = corpus_strings("c4_demo.jsonl")[:50]
+    assert_same(backend.encode_batch(texts), TokenizersBackend(tokenizer_json).encode_batch(texts))
+    backend.encode_batch(texts)
+    assert len(loads) == 2  # once, at the first encode
+
+
 def test_gigatoken_tokenizer_survives_pickling(gpt2_by_backend):
     tok = gpt2_by_backend["gigatoken"]
     copy = pickle.loads(pickle.dumps(tok))
