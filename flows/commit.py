@@ -12,12 +12,12 @@ class Committer:
     output_dir: str
     manifest: Manifest
     storage_options: dict
+    stored: bytes = b""  # the manifest as this run last read or wrote it
 
     @classmethod
     def open(cls, output_dir: str, stage: str, config_hash: str, overwrite: bool, storage_options: dict) -> Committer:
-        return cls(
-            output_dir, open_for_run(output_dir, stage, config_hash, overwrite, storage_options), storage_options
-        )
+        manifest = open_for_run(output_dir, stage, config_hash, overwrite, storage_options)
+        return cls(output_dir, manifest, storage_options, manifest.to_json() if manifest.entries else b"")
 
     def previous_by_input(self) -> dict[str, dict]:
         """The descriptors earlier runs committed, by input URL (the plan and the tasks re-verify
@@ -42,10 +42,17 @@ class Committer:
             extra={"result": result.model_dump()},
         )
         if save:
-            save_manifest(self.output_dir, self.manifest, self.storage_options)
+            self._save()
 
     def commit(self, results: list) -> None:
         """The final write: exactly this run's outputs, after everything else."""
         names = {r.output_url.rsplit("/", 1)[-1] for r in results}
         self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if k in names}
-        save_manifest(self.output_dir, self.manifest, self.storage_options)
+        self._save()
+
+    def _save(self) -> None:
+        """Atomically, and not at all when nothing changed: a no-op rerun leaves the folder as it was."""
+        data = self.manifest.to_json()
+        if data != self.stored:
+            save_manifest(self.output_dir, data, self.storage_options)
+            self.stored = data

@@ -72,8 +72,9 @@ def load_manifest(output_dir: str, storage_options: dict | None = None) -> Manif
         return Manifest.from_json(f.read())
 
 
-def save_manifest(output_dir: str, manifest: Manifest, storage_options: dict | None = None) -> None:
-    write_bytes_atomic(manifest_url(output_dir), manifest.to_json(), storage_options)
+def save_manifest(output_dir: str, data: bytes, storage_options: dict | None = None) -> None:
+    """``data``: ``Manifest.to_json()``, written atomically."""
+    write_bytes_atomic(manifest_url(output_dir), data, storage_options)
 
 
 def open_for_run(

@@ -27,12 +27,15 @@ def test_unchanged_rerun_submits_no_task(gpt2_path, c4_chunks, tmp_path):
     first, first_tasks = run(p)
     assert len(first_tasks) == 6  # hash-chunk and cache-chunk for each of 3 chunks
     before = mtimes(tmp_path / "out")
+    manifest = tmp_path / "out" / "h5pipe-manifest.json"
+    written = manifest.stat().st_mtime_ns
     second, second_tasks = run(p)
     assert second_tasks == []
     assert second["cached"] == [True, True, True]
     assert second["chunks"] == first["chunks"]
     assert second["summary"]["tokens_written"] == first["summary"]["tokens_written"]
     assert mtimes(tmp_path / "out") == before
+    assert manifest.stat().st_mtime_ns == written  # nothing changed, so nothing was rewritten
 
 
 def test_touched_input_is_hashed_again_then_reused(gpt2_path, c4_chunks, tmp_path):
