@@ -36,7 +36,7 @@ from pipeline_core.io.h5_sink import H5Sink
 from pipeline_core.io.heap import HeapTrimmer
 from pipeline_core.io.jsonl import BATCH_BYTES, JsonlReader, LineBatch, check_batch_bounds
 from pipeline_core.io.keys import KeyLayout
-from pipeline_core.io.megatron_out import MegatronSink
+from pipeline_core.io.megatron_out import MegatronSink, megatron_name
 from pipeline_core.io.pack_stage import Packing, PackStage, fit_batch, make_pack_stage
 from pipeline_core.io.results import CacheStats
 from pipeline_core.processors.base import Processor
@@ -117,9 +117,9 @@ def standing_output(input_url: str, output_dir: str, output_format: str, recorde
     h5_url, _ = output_names(input_url, output_dir)
     if output_format != "megatron" or not recorded:
         return h5_url
-    prefix = join_url(output_dir, f"{output_stem(input_url)}_")
-    suffix = "_document.idx"
-    if recorded.startswith(prefix) and recorded.endswith(suffix) and len(recorded) > len(prefix) + len(suffix):
+    stem = output_stem(input_url)
+    key = recorded.rsplit("/", 1)[-1][len(stem) + 1 : -len("_document.idx")]
+    if key and recorded == join_url(output_dir, megatron_name(stem, key) + ".idx"):
         return recorded
     return h5_url
 
