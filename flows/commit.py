@@ -19,11 +19,15 @@ class Committer:
         manifest = open_for_run(output_dir, stage, config_hash, overwrite, storage_options)
         return cls(output_dir, manifest, storage_options, manifest.to_json() if manifest.entries else b"")
 
+    def previous(self) -> dict[str, dict]:
+        """The descriptors earlier runs committed, by output file name (the plans and the tasks
+        re-verify them)."""
+        results = {name: entry.extra.get("result") for name, entry in self.manifest.entries.items()}
+        return {name: r for name, r in results.items() if r}
+
     def previous_by_input(self) -> dict[str, dict]:
-        """The descriptors earlier runs committed, by input URL (the plan and the tasks re-verify
-        them). By input, since a Megatron-only output's name is known only after it is written."""
-        results = (entry.extra.get("result") for entry in self.manifest.entries.values())
-        return {r["input_url"]: r for r in results if r and r.get("input_url")}
+        """``previous()`` by input URL: a Megatron-only output's name is known only after it is written."""
+        return {r["input_url"]: r for r in self.previous().values() if r.get("input_url")}
 
     def record(self, result, save: bool = True) -> None:
         """Add one finished output and rewrite the manifest (atomically; later, with ``save=False``)."""

@@ -8,9 +8,18 @@ from prefect import flow, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.logging import get_run_logger
 
-from flows.chunks import in_order, output_matches, raise_failures, rebuild_bad_hits, run_chunks, sweep_outputs
+from flows.chunks import (
+    ChunkOutcome,
+    in_order,
+    output_matches,
+    raise_failures,
+    rebuild_bad_hits,
+    run_chunks,
+    sweep_outputs,
+)
 from flows.commit import Committer
 from flows.params import ExportParams, redacted
+from flows.plan import Plan, merged, plan_exports, stamp_outputs
 from flows.reporting import Progress, summary_markdown
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
@@ -113,7 +122,15 @@ def _export_run(params: ExportParams) -> dict:
             committer.record(r)
     else:
         n = chunk_count(source.num_rows, params.chunk_size)
-        results, cached = _run_mapped(job, storage, options, n, committer, params.run.verify_hits)
+        plan = plan_exports(job, n, committer.previous(), storage, params.run.trust_stamps)
+        logger.info(
+            "exporting %d chunk(s) into %s; %d unchanged since the manifest's run, reused without a task",
+            n,
+            params.output,
+            len(plan.reused),
+        )
+        results, cached = _run_mapped(job, storage, options, plan, committer, params.run.verify_hits)
+        stamp_outputs(results, committer, storage, listed=plan.reused_output_infos())
     summary = export_totals(results, cached, source)
     summary["seconds"] = round(time.perf_counter() - started, 3)
     create_table_artifact(
@@ -133,12 +150,18 @@ def _export_run(params: ExportParams) -> dict:
     }
 
 
-def _run_mapped(job: ExportJob, storage: dict, options: dict, n: int, committer: Committer, verify: str):
+def _run_mapped(job: ExportJob, storage: dict, options: dict, plan: Plan, committer: Committer, verify: str):
+    """Tasks for the chunks ``plan`` could not reuse; the outcome of all of them, in order."""
     task = export_chunk_task.with_options(**options)
+    n = len(plan.stamps)
     names = [f"{job.prefix}_chunk_{i}" for i in range(n)]
-    futures = task.map(unmapped(job), list(range(n)), unmapped(storage))
     progress = Progress(n, "h5pipe-export-progress", f"chunks exported to {job.output_dir}")
-    outcome = run_chunks(futures, names, progress, committer)
+    progress.advance(len(plan.reused))
+    ran = ChunkOutcome()
+    if plan.todo:
+        futures = task.map(unmapped(job), plan.todo, unmapped(storage))
+        ran = run_chunks(futures, [names[i] for i in plan.todo], progress, committer)
+    outcome = merged(plan, ran)
     raise_failures(outcome, names)
     rebuild_bad_hits(
         outcome,

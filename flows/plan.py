@@ -14,6 +14,11 @@ Such chunks are *reused*: reported as cached, no task submitted. Every other chu
 hash_chunk and cache_chunk as before, where Prefect's content-keyed cache and the task's own
 manifest resume still apply. ``RunOptions.trust_stamps=False`` turns this off (every input
 hashed again on every run).
+
+The export flow does the same for its chunks (``plan_exports``): a chunk is reused when its
+manifest entry was written from a source with this run's fingerprint and the file still has the
+stamp recorded after it was written. Otherwise its task runs and Prefect's cache hit is verified
+as before (``verify_hits``), which for ``sha256`` reads the whole file.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flows.chunks import ChunkOutcome
+from pipeline_core.io.export import chunk_name
+from pipeline_core.io.fs import join_url
 from pipeline_core.io.hashing import FileDigest, matches
 from pipeline_core.io.stamps import file_infos, stamp_of
-from tasks.models import ChunkResult
+from tasks.models import ChunkResult, ExportChunkResult, ExportJob
 
 
 @dataclass
@@ -67,6 +74,32 @@ def _current(url, stamp, output, entry, output_info, verify, storage) -> ChunkRe
     if verify == "sha256" and not matches(output, FileDigest(result.sha256, result.size), storage):
         return None
     return result
+
+
+def plan_exports(job: ExportJob, n: int, entries: dict[str, dict], storage: dict, trust: bool = True) -> Plan:
+    """Split export chunks ``0..n-1`` into reused and todo; ``entries``: the manifest's results by file name."""
+    plan = Plan([None] * n)
+    urls = [join_url(job.output_dir, chunk_name(job.prefix, i)) for i in range(n)]
+    plan.output_infos = file_infos(urls, storage) if trust else {}
+    for i, url in enumerate(urls):
+        entry = entries.get(url.rsplit("/", 1)[-1])
+        result = _current_export(i, url, entry, job.source_fingerprint, plan.output_infos.get(url))
+        if trust and result is not None:
+            plan.reused[i] = result
+        else:
+            plan.todo.append(i)
+    return plan
+
+
+def _current_export(index, url, entry, fingerprint, output_info) -> ExportChunkResult | None:
+    if entry is None or output_info is None or not fingerprint:
+        return None
+    result = ExportChunkResult.model_validate(entry)
+    if (result.index, result.output_url, result.source_fingerprint) != (index, url, fingerprint):
+        return None
+    if output_info.get("size") != result.size or result.output_stamp is None:
+        return None
+    return result if result.output_stamp == stamp_of(output_info) else None
 
 
 def stamp_outputs(results: list[ChunkResult], committer, storage: dict, listed: dict | None = None) -> None:
