@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from prefect.client.orchestration import get_client
@@ -16,10 +17,22 @@ from tests.flows.test_cache_flow import mtimes, params
 def run(p) -> tuple[dict, list[str]]:
     """The flow's result and the names of the task runs it made."""
     state = cache_flow(p, return_state=True)
-    this_run = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+    return state.result(), task_run_names(state.state_details.flow_run_id)
+
+
+def task_run_names(flow_run_id, settle: float = 0.5, timeout: float = 30.0) -> list[str]:
+    """The server records task runs from events a moment after the flow returns (longer on a busy
+    machine): read until two reads ``settle`` seconds apart agree."""
+    this_run = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+    names, deadline = None, time.monotonic() + timeout
     with get_client(sync_client=True) as client:
-        task_runs = client.read_task_runs(flow_run_filter=this_run)
-    return state.result(), sorted(t.name.rsplit("-", 1)[0] for t in task_runs)  # "cache-chunk-3f2" -> "cache-chunk"
+        while True:
+            runs = client.read_task_runs(flow_run_filter=this_run)
+            found = sorted(t.name.rsplit("-", 1)[0] for t in runs)  # "cache-chunk-3f2" -> "cache-chunk"
+            if found == names or time.monotonic() > deadline:
+                return found
+            names = found
+            time.sleep(settle)
 
 
 def test_unchanged_rerun_submits_no_task(gpt2_path, c4_chunks, tmp_path):
