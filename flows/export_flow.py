@@ -158,9 +158,13 @@ def _run_mapped(job: ExportJob, storage: dict, options: dict, plan: Plan, commit
     progress = Progress(n, "h5pipe-export-progress", f"chunks exported to {job.output_dir}")
     progress.advance(len(plan.reused))
     ran = ChunkOutcome()
+
+    def from_this_source(_: int, result: ExportChunkResult) -> None:
+        result.source_fingerprint = job.source_fingerprint  # a cache hit's key holds it too (tasks/keys.py)
+
     if plan.todo:
         futures = task.map(unmapped(job), plan.todo, unmapped(storage))
-        ran = run_chunks(futures, [names[i] for i in plan.todo], progress, committer)
+        ran = run_chunks(futures, [names[i] for i in plan.todo], progress, committer, from_this_source)
     outcome = merged(plan, ran)
     raise_failures(outcome, names)
     rebuild_bad_hits(

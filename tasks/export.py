@@ -30,9 +30,9 @@ def open_job_source(job: ExportJob, storage_options: dict | None):
     return _source(job.source, job.split, job.streaming, job.seed, job.source_fingerprint, options)
 
 
-def _result(job: ExportJob, stats, seconds: float) -> ExportChunkResult:
-    d = {k: v for k, v in stats.to_dict().items() if k in ExportChunkResult.model_fields}
-    return ExportChunkResult(seconds=seconds, source_fingerprint=job.source_fingerprint, **d)
+def _result(stats, seconds: float) -> ExportChunkResult:
+    d = stats.to_dict()
+    return ExportChunkResult(seconds=seconds, **{k: v for k, v in d.items() if k in ExportChunkResult.model_fields})
 
 
 @task(name="export-chunk", cache_key_fn=export_chunk_key, persist_result=True, result_serializer="json", **RETRY)
@@ -44,7 +44,7 @@ def export_chunk_task(job: ExportJob, index: int, storage_options: dict | None =
         source, index, job.output_dir, job.prefix, job.chunk_size, func, storage_options, on_error=job.on_error
     )
     get_run_logger().info("%s: %d rows in, %d out", stats.output_url, stats.rows_in, stats.rows_out)
-    return _result(job, stats, time.perf_counter() - started)
+    return _result(stats, time.perf_counter() - started)
 
 
 @task(name="export-stream", cache_key_fn=export_stream_key, persist_result=True, result_serializer="json", **RETRY)
@@ -56,4 +56,4 @@ def export_stream_task(job: ExportJob, storage_options: dict | None = None) -> l
     result = export_source(
         source, job.output_dir, job.prefix, job.chunk_size, func, storage_options, on_error=job.on_error
     )
-    return [_result(job, stats, time.perf_counter() - started) for stats in result.chunks]
+    return [_result(stats, time.perf_counter() - started) for stats in result.chunks]

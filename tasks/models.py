@@ -140,5 +140,5 @@ class ExportChunkResult(BaseModel):
     sha256: str
     size: int
     seconds: float = 0.0
-    source_fingerprint: str = ""  # the source it was read from (ExportJob.source_fingerprint)
+    source_fingerprint: str = ""  # the source it was read from, set by export_flow (flows/plan.py)
     output_stamp: str | None = None  # the output's stamp once its sha256 was recorded (flows/plan.py)
