@@ -157,23 +157,22 @@ def _run_mapped(job: ExportJob, storage: dict, options: dict, plan: Plan, commit
     names = [f"{job.prefix}_chunk_{i}" for i in range(n)]
     progress = Progress(n, "h5pipe-export-progress", f"chunks exported to {job.output_dir}")
     progress.advance(len(plan.reused))
-    ran = ChunkOutcome()
 
-    def from_this_source(_: int, result: ExportChunkResult) -> None:
+    def from_this_source(_: int, result: ExportChunkResult) -> ExportChunkResult:
         result.source_fingerprint = job.source_fingerprint  # a cache hit's key holds it too (tasks/keys.py)
+        return result
 
+    def rebuild(i: int) -> ExportChunkResult:
+        return from_this_source(i, task.with_options(refresh_cache=True).submit(job, i, storage).result())
+
+    ran = ChunkOutcome()
     if plan.todo:
         futures = task.map(unmapped(job), plan.todo, unmapped(storage))
         ran = run_chunks(futures, [names[i] for i in plan.todo], progress, committer, from_this_source)
     outcome = merged(plan, ran)
     raise_failures(outcome, names)
     rebuild_bad_hits(
-        outcome,
-        names,
-        lambda result: output_matches(result, verify, storage),
-        lambda i: task.with_options(refresh_cache=True).submit(job, i, storage).result(),
-        committer,
-        get_run_logger(),
+        outcome, names, lambda result: output_matches(result, verify, storage), rebuild, committer, get_run_logger()
     )
     return in_order(outcome, n)
 
