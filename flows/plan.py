@@ -58,7 +58,7 @@ def plan_chunks(
             plan.reused[i] = result
         else:
             plan.todo.append(i)
-    return plan
+    return _without_lost_quarantines(plan, storage)
 
 
 def _current(url, stamp, output, entry, output_info, verify, storage) -> ChunkResult | None:
@@ -88,6 +88,19 @@ def plan_exports(job: ExportJob, n: int, entries: dict[str, dict], storage: dict
             plan.reused[i] = result
         else:
             plan.todo.append(i)
+    return _without_lost_quarantines(plan, storage)
+
+
+def _without_lost_quarantines(plan: Plan, storage: dict) -> Plan:
+    """Reused chunks whose ``.errors.jsonl`` is gone go back to the todo list (one listing per folder)."""
+    wanted = [r.errors_url for r in plan.reused.values() if r.errors_url]
+    if not wanted:
+        return plan
+    found = file_infos(wanted, storage)
+    lost = [i for i, r in plan.reused.items() if r.errors_url and not found.get(r.errors_url)]
+    for i in lost:
+        del plan.reused[i]
+    plan.todo = sorted(plan.todo + lost)
     return plan
 
 

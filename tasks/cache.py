@@ -7,6 +7,7 @@ from prefect.logging import get_run_logger
 
 from pipeline_core.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
 from pipeline_core.io.cache import CacheOptions, cache_file, standing_output
+from pipeline_core.io.errors_log import quarantine_kept
 from pipeline_core.io.hashing import FileDigest, file_digest, matches
 from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
@@ -47,6 +48,8 @@ def cache_chunk(
 def _still_valid(committed: dict, job: CacheJob, chunk: ChunkDigest, storage_options: dict | None) -> bool:
     expected_url = standing_output(chunk.url, job.output_dir, job.output_format, committed.get("output_url"))
     if committed.get("source_sha256") != chunk.sha256 or committed.get("output_url") != expected_url:
+        return False
+    if not quarantine_kept(committed.get("errors_url"), storage_options):
         return False
     return matches(expected_url, FileDigest(committed["sha256"], committed["size"]), storage_options)
 

@@ -13,11 +13,19 @@ from collections import Counter
 import orjson
 
 from pipeline_core.errors import BadRowError, ConfigError, RowError, RowLocation
-from pipeline_core.io.fs import local_staging, remove_quietly
+from pipeline_core.io.fs import local_staging, remove_quietly, url_to_fs
 
 
 class ErrorRateExceeded(ValueError):
     """A chunk quarantined more rows than ``max_error_rate`` allows (not transient: never retried)."""
+
+
+def quarantine_kept(errors_url: str | None, storage_options: dict | None = None) -> bool:
+    """A chunk that skipped rows is done only while its quarantine file is there."""
+    if not errors_url:
+        return True
+    fs, path = url_to_fs(errors_url, storage_options)
+    return fs.exists(path)
 
 
 def check_max_error_rate(value: float | None) -> None:

@@ -167,3 +167,22 @@ def test_megatron_only_chunks_resume_from_the_manifest_in_their_task(gpt2_path, 
     assert again["cached"] == [False, False, False]  # the tasks ran ...
     assert {f.name: f.stat().st_mtime_ns for f in files} == before  # ... and resumed: nothing rewritten
     assert again["chunks"] == first["chunks"]
+
+
+@pytest.mark.parametrize("trust_stamps", [True, False])
+def test_a_lost_quarantine_file_is_written_again(gpt2_path, tmp_path, trust_stamps):
+    """A chunk whose .errors.jsonl is gone is not done: neither the plan, a Prefect hit nor the
+    task's manifest resume may reuse it."""
+    from tests.flows.test_cache_flow import write_chunks
+
+    rows = [{"text": f"row number {i}"} for i in range(20)] + [{"nope": 1}]
+    folder = write_chunks(tmp_path / "pt", rows, 2)
+    p = params(gpt2_path, folder, tmp_path / "out", run={"trust_stamps": trust_stamps})
+    first = cache_flow(p)
+    errors = tmp_path / "out" / "train_chunk_1.errors.jsonl"
+    kept = errors.read_bytes()
+    errors.unlink()
+    again = cache_flow(p)
+    assert errors.read_bytes() == kept
+    assert again["cached"] == [True, False]
+    assert again["chunks"][1]["sha256"] == first["chunks"][1]["sha256"]
