@@ -58,15 +58,11 @@ def output_matches(result, how: str, storage_options: dict) -> bool:
     """Does the file a result describes still exist with its recorded size (and sha256), and its
     quarantine file too when it has one?"""
     from pipeline_core.io.errors_log import quarantine_kept
-    from pipeline_core.io.fs import url_to_fs
     from pipeline_core.io.hashing import FileDigest, matches
 
     if not quarantine_kept(result.errors_url, storage_options):
         return False
-    if how == "size":
-        fs, path = url_to_fs(result.output_url, storage_options)
-        return fs.exists(path) and fs.size(path) == result.size
-    return matches(result.output_url, FileDigest(result.sha256, result.size), storage_options)
+    return matches(result.output_url, FileDigest(result.sha256, result.size), storage_options, how)
 
 
 def run_chunks(

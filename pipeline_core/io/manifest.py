@@ -96,8 +96,4 @@ def open_for_run(
 def entry_is_valid(
     output_dir: str, entry: ManifestEntry, storage_options: dict | None = None, how: str = "sha256"
 ) -> bool:
-    url = join_url(output_dir, entry.name)
-    if how == "size":
-        fs, path = url_to_fs(url, storage_options)
-        return fs.exists(path) and fs.size(path) == entry.size
-    return matches(url, FileDigest(entry.sha256, entry.size), storage_options)
+    return matches(join_url(output_dir, entry.name), FileDigest(entry.sha256, entry.size), storage_options, how)
