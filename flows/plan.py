@@ -52,13 +52,11 @@ def plan_chunks(
     infos = file_infos(inputs, storage)
     plan = Plan([stamp_of(infos[u]) if infos[u] else None for u in inputs])
     plan.output_infos = file_infos(outputs, storage) if trust else {}
-    for i, (url, output, entry) in enumerate(zip(inputs, outputs, committed)):
-        result = _current(url, plan.stamps[i], output, entry, plan.output_infos.get(output), verify, storage)
-        if trust and result is not None:
-            plan.reused[i] = result
-        else:
-            plan.todo.append(i)
-    return _without_lost_quarantines(plan, storage)
+    current = (
+        _current(url, plan.stamps[i], output, entry, plan.output_infos.get(output), verify, storage) if trust else None
+        for i, (url, output, entry) in enumerate(zip(inputs, outputs, committed))
+    )
+    return _split(plan, current, storage)
 
 
 def _current(url, stamp, output, entry, output_info, verify, storage) -> ChunkResult | None:
@@ -81,18 +79,23 @@ def plan_exports(job: ExportJob, n: int, entries: dict[str, dict], storage: dict
     plan = Plan([None] * n)
     urls = [join_url(job.output_dir, chunk_name(job.prefix, i)) for i in range(n)]
     plan.output_infos = file_infos(urls, storage) if trust else {}
-    for i, url in enumerate(urls):
-        entry = entries.get(url.rsplit("/", 1)[-1])
-        result = _current_export(i, url, entry, job.source_fingerprint, plan.output_infos.get(url))
-        if trust and result is not None:
-            plan.reused[i] = result
-        else:
+    current = (
+        _current_export(i, url, entries.get(url.rsplit("/", 1)[-1]), job.source_fingerprint, plan.output_infos.get(url))
+        if trust
+        else None
+        for i, url in enumerate(urls)
+    )
+    return _split(plan, current, storage)
+
+
+def _split(plan: Plan, current, storage: dict) -> Plan:
+    """Chunk ``i`` is reused when ``current`` yields a result for it, else it goes to the todo
+    list; so does a reused chunk whose ``.errors.jsonl`` is gone (one listing per folder)."""
+    for i, result in enumerate(current):
+        if result is None:
             plan.todo.append(i)
-    return _without_lost_quarantines(plan, storage)
-
-
-def _without_lost_quarantines(plan: Plan, storage: dict) -> Plan:
-    """Reused chunks whose ``.errors.jsonl`` is gone go back to the todo list (one listing per folder)."""
+        else:
+            plan.reused[i] = result
     wanted = [r.errors_url for r in plan.reused.values() if r.errors_url]
     if not wanted:
         return plan
