@@ -80,7 +80,8 @@ def prefect_harness():
 
     # No flow-run heartbeats in this process, as in Prefect's own test profile (PrefectHQ/prefect
     # #21062): at exit the engine joins the heartbeat thread, which sleeps in 1 s steps, so each
-    # flow run would last up to a second longer. Subprocesses (CLI, served deployments) keep them.
+    # flow run would last up to a second longer. Ad hoc runs (flows.runs) switch them off the same
+    # way; served deployments in subprocesses keep them.
     with (
         prefect_test_harness(server_startup_timeout=120),
         temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
