@@ -17,7 +17,9 @@ evicts) with every distinct pretoken it sees, for as long as the tokenizer lives
 run of varied text RSS grows without bound (see bench/backend_memory.py for the numbers). The
 cache cannot be cleared through gigatoken's API, so this backend rebuilds its gigatoken
 tokenizer after every ``reset_every_chars`` characters of input. Each pretoken is at least one
-character, so the cache never holds more than that many entries, whatever the data.
+character, so the cache never holds more than that many entries, whatever the data. Between
+dropping the old tokenizer and loading the new one it calls ``malloc_trim``: glibc would
+otherwise keep the old cache's pages, and the peak would still creep up with the chunk.
 """
 
 from __future__ import annotations
@@ -27,15 +29,18 @@ import threading
 import numpy as np
 
 from pipeline_core.errors import ConfigError
+from pipeline_core.io.heap import release_free_memory
 from pipeline_core.probe import Mismatch
 from pipeline_core.ragged import Ragged, offsets_from_lengths
 from pipeline_core.tokenizer_derived import gigatoken_json
 
 # Rebuild gigatoken after this much input. Measured with GPT-2 on 2 cores (bench/backend_memory.py):
-# text full of new words grows RSS ~2.8 MB per MB encoded without a bound (1.8 GB after 600 MB);
-# with this interval it stays under ~1 GB. A rebuild costs ~0.3 s of loading plus re-warming the
-# cache, ~0.4 s in all: a few percent of the time to encode 200M characters.
-DEFAULT_RESET_EVERY_CHARS = 200_000_000
+# text full of new words grows RSS ~2.8 MB per MB encoded without a bound (1.8 GB after 600 MB).
+# On the benchmark's memory corpora (pt, pack 2048; peak RSS 100 MB chunk -> 1 GB chunk, 3 runs
+# each, with the trim after each rebuild): every 200 M characters 255-264 -> 305 MiB (+16-20%),
+# every 100 M 254 -> 277 MiB (+9%), every 80 M 263 -> 268 MiB (+2%). A rebuild costs ~0.3 s of
+# loading plus re-warming the cache; the 1 GB chunk took 27.0-27.6 s against 24.5-25.4 s.
+DEFAULT_RESET_EVERY_CHARS = 80_000_000
 
 
 _USE_TOKENIZERS = "use backend='tokenizers', or backend='auto' to fall back to it automatically"
@@ -106,6 +111,7 @@ class GigatokenBackend:
         if self._reset_every is None or self._chars_since_reset < self._reset_every:
             return
         self._tok = None  # freed before the next load allocates new caches
+        release_free_memory()  # ... and its pages handed back, which glibc would otherwise keep
         self._chars_since_reset = 0
         self.resets += 1
 

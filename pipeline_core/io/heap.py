@@ -32,6 +32,13 @@ def malloc_trim() -> Callable[[], None] | None:
     return lambda: trim(0)
 
 
+def release_free_memory() -> None:
+    """Hand the heap's free pages back to the OS now (``malloc_trim``); a no-op without glibc."""
+    trim = malloc_trim()
+    if trim is not None:
+        trim()
+
+
 class HeapTrimmer:
     """``after(bytes_read)``, called after each batch, trims once per ``every`` bytes of input."""
 

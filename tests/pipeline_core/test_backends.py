@@ -168,6 +168,21 @@ def test_cache_resets_keep_ids(tokenizer_json):
     assert bounded.resets >= 2 and unbounded.resets == 0
 
 
+def test_each_rebuild_hands_the_old_cache_back_before_the_next_load(tokenizer_json, monkeypatch):
+    import pipeline_core.backends_gigatoken as module
+
+    order = []
+    real_load = module.load_gigatoken
+    monkeypatch.setattr(module, "release_free_memory", lambda: order.append("trim"))
+    monkeypatch.setattr(module, "load_gigatoken", lambda text: order.append("load") or real_load(text))
+    backend = GigatokenBackend(tokenizer_json, reset_every_chars=150_000)
+    texts = corpus_strings("c4_demo.jsonl")
+    for start in range(0, len(texts), 100):
+        backend.encode_batch(texts[start : start + 100])
+    assert backend.resets >= 2
+    assert order == ["load"] + ["trim", "load"] * backend.resets
+
+
 def test_threads_sharing_a_backend_never_meet_a_rebuild(trained_dir):
     """Tasks in threads share one backend: a rebuild must not swap the tokenizer under a running call."""
     tokenizer_json = (trained_dir / "tokenizer.json").read_text(encoding="utf-8")
