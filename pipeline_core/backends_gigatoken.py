@@ -24,6 +24,7 @@ otherwise keep the old cache's pages, and the peak would still creep up with the
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -41,6 +42,9 @@ from pipeline_core.tokenizer_derived import gigatoken_json
 # every 100 M 254 -> 277 MiB (+9%), every 80 M 263 -> 268 MiB (+2%). A rebuild costs ~0.3 s of
 # loading plus re-warming the cache; the 1 GB chunk took 27.0-27.6 s against 24.5-25.4 s.
 DEFAULT_RESET_EVERY_CHARS = 80_000_000
+# Where memory matters less than those percent: a number of characters, or 0 to never rebuild.
+RESET_ENV = "H5PIPE_GIGATOKEN_RESET_CHARS"
+_FROM_ENV = object()
 
 
 _USE_TOKENIZERS = "use backend='tokenizers', or backend='auto' to fall back to it automatically"
@@ -71,11 +75,13 @@ class GigatokenBackend:
 
     name = "gigatoken"
 
-    def __init__(
-        self, tokenizer_json: str, reset_every_chars: int | None = DEFAULT_RESET_EVERY_CHARS, lazy: bool = False
-    ) -> None:
-        """``lazy``: parse with gigatoken at the first encode, not now (for a tokenizer gigatoken is
-        known to load: a process that never encodes, such as a fully cached rerun, skips the parse)."""
+    def __init__(self, tokenizer_json: str, reset_every_chars: int | None = _FROM_ENV, lazy: bool = False) -> None:
+        """``reset_every_chars``: None never rebuilds; by default H5PIPE_GIGATOKEN_RESET_CHARS or
+        DEFAULT_RESET_EVERY_CHARS. ``lazy``: parse with gigatoken at the first encode, not now (for
+        a tokenizer gigatoken is known to load: a process that never encodes, such as a fully
+        cached rerun, skips the parse)."""
+        if reset_every_chars is _FROM_ENV:
+            reset_every_chars = reset_interval_from_env()
         if reset_every_chars is not None and reset_every_chars <= 0:
             raise ConfigError(f"reset_every_chars must be positive or None (never reset), got {reset_every_chars}")
         self._json = gigatoken_json(tokenizer_json)
@@ -114,6 +120,23 @@ class GigatokenBackend:
         release_free_memory()  # ... and its pages handed back, which glibc would otherwise keep
         self._chars_since_reset = 0
         self.resets += 1
+
+
+def reset_interval_from_env() -> int | None:
+    """H5PIPE_GIGATOKEN_RESET_CHARS as a rebuild interval (0: None, never), else the default."""
+    raw = os.environ.get(RESET_ENV, "").strip()
+    if not raw:
+        return DEFAULT_RESET_EVERY_CHARS
+    try:
+        chars = float(raw)
+    except ValueError:
+        chars = -1.0
+    if chars < 0 or chars != int(chars):
+        raise ConfigError(
+            f"{RESET_ENV}={raw!r} is not a number of characters: set it to e.g. 200000000 (or 2e8), "
+            "or 0 to never rebuild gigatoken's cache"
+        )
+    return int(chars) or None
 
 
 def load_gigatoken(tokenizer_json: str):

@@ -223,6 +223,26 @@ def test_gigatoken_tokenizer_survives_pickling(gpt2_by_backend):
     assert copy.encode("Hello world<|endoftext|>") == tok.encode("Hello world<|endoftext|>")
 
 
+@pytest.mark.parametrize(("value", "interval"), [("", 80_000_000), ("2e8", 200_000_000), ("1000", 1000), ("0", None)])
+def test_reset_interval_comes_from_the_environment(tokenizer_json, monkeypatch, value, interval):
+    from pipeline_core.backends_gigatoken import DEFAULT_RESET_EVERY_CHARS, RESET_ENV
+
+    assert DEFAULT_RESET_EVERY_CHARS == 80_000_000
+    monkeypatch.setenv(RESET_ENV, value)
+    backend = GigatokenBackend(tokenizer_json, lazy=True)
+    assert backend._reset_every == interval
+    assert GigatokenBackend(tokenizer_json, reset_every_chars=5, lazy=True)._reset_every == 5  # an argument wins
+
+
+@pytest.mark.parametrize("value", ["lots", "-5", "1.5"])
+def test_a_bad_reset_interval_in_the_environment_names_the_variable(tokenizer_json, monkeypatch, value):
+    from pipeline_core.backends_gigatoken import RESET_ENV
+
+    monkeypatch.setenv(RESET_ENV, value)
+    with pytest.raises(ValueError, match=f"{RESET_ENV}=.*0 to never rebuild"):
+        GigatokenBackend(tokenizer_json, lazy=True)
+
+
 def test_reset_interval_must_be_positive():
     require_fixtures()
     with pytest.raises(ValueError, match="reset_every_chars"):
