@@ -215,7 +215,7 @@ def flow_lines(rows: list[dict]) -> list[str]:
         out.append(
             f"{row['name']}: {row['seconds']:.2f} s wall = {body:.2f} s in the flow function (tokenizer load, "
             f"planning, the chunk tasks, the report) + {around:.2f} s of Prefect around it (creating the flow "
-            "run, the heartbeat thread's join, finishing the run)"
+            "run, finishing it)"
         )
     return out
 
