@@ -42,7 +42,7 @@ from pipeline_core.tokenizer_derived import gigatoken_json
 # every 100 M 254 -> 277 MiB (+9%), every 80 M 263 -> 268 MiB (+2%). A rebuild costs ~0.3 s of
 # loading plus re-warming the cache; the 1 GB chunk took 27.0-27.6 s against 24.5-25.4 s.
 DEFAULT_RESET_EVERY_CHARS = 80_000_000
-# Where memory matters less than those percent: a number of characters, or 0 to never rebuild.
+# Another interval, in characters (0: never rebuild), where speed on huge chunks matters more.
 RESET_ENV = "H5PIPE_GIGATOKEN_RESET_CHARS"
 _FROM_ENV = object()
 
@@ -129,9 +129,10 @@ def reset_interval_from_env() -> int | None:
         return DEFAULT_RESET_EVERY_CHARS
     try:
         chars = float(raw)
-    except ValueError:
-        chars = -1.0
-    if chars < 0 or chars != int(chars):
+        whole = int(chars)
+    except (ValueError, OverflowError):  # not a number, nan, inf
+        chars, whole = -1.0, -1
+    if whole < 0 or chars != whole:
         raise ConfigError(
             f"{RESET_ENV}={raw!r} is not a number of characters: set it to e.g. 200000000 (or 2e8), "
             "or 0 to never rebuild gigatoken's cache"

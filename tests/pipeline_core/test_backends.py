@@ -234,7 +234,7 @@ def test_reset_interval_comes_from_the_environment(tokenizer_json, monkeypatch, 
     assert GigatokenBackend(tokenizer_json, reset_every_chars=5, lazy=True)._reset_every == 5  # an argument wins
 
 
-@pytest.mark.parametrize("value", ["lots", "-5", "1.5"])
+@pytest.mark.parametrize("value", ["lots", "-5", "1.5", "inf", "nan"])
 def test_a_bad_reset_interval_in_the_environment_names_the_variable(tokenizer_json, monkeypatch, value):
     from pipeline_core.backends_gigatoken import RESET_ENV
 
