@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pipeline_core import tokenizer_derived, verdicts
+from pipeline_core.tokenizer import AutoTokenizer
+from tests.pipeline_core.backend_corpora import GPT2, corpus_strings, require_fixtures
 
 
 def forget_in_memory() -> None:
@@ -24,3 +28,20 @@ def fresh_verdicts(monkeypatch, tmp_path):
     forget_in_memory()
     yield tmp_path / "cache" / "backend-verdicts"
     forget_in_memory()
+
+
+# ---- tokenizers the backend tests compare on ---------------------------------------------
+@pytest.fixture(scope="module")
+def trained_dir(tmp_path_factory) -> Path:
+    require_fixtures()
+    folder = tmp_path_factory.mktemp("trained")
+    AutoTokenizer.train(corpus_strings("c4_demo.jsonl"), vocab_size=2000).save(folder)
+    return folder
+
+
+@pytest.fixture(scope="module", params=["gpt2", "trained"])
+def tokenizer_json(request) -> str:
+    require_fixtures()
+    if request.param == "gpt2":
+        return GPT2.read_text(encoding="utf-8")
+    return (request.getfixturevalue("trained_dir") / "tokenizer.json").read_text(encoding="utf-8")

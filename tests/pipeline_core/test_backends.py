@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import warnings
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import awkward as ak
 import numpy as np
@@ -21,66 +18,10 @@ from pipeline_core.backends_gigatoken import GigatokenBackend, ragged_from_awkwa
 from pipeline_core.probe import BUILTIN_PROBES, Mismatch, preview, probe_texts, verify_backend
 from pipeline_core.ragged import Ragged
 from pipeline_core.tokenizer import TRAINED_SPECIAL_TOKENS, AutoTokenizer
+from tests.pipeline_core.backend_corpora import CORPORA, GPT2, assert_same, corpus_strings, require_fixtures
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
-GPT2 = FIXTURES / "tokenizers" / "gpt2" / "tokenizer.json"
-CORPORA = {
-    "c4_demo.jsonl": "jsonl",
-    "alpaca_en_demo.json": "json",
-    "glaive_toolcall_en_demo.json": "json",
-    "dpo_en_demo.json": "json",
-    "v1_sft_demo.jsonl": "jsonl",
-}
 BACKEND_CHOICES = ("auto", "gigatoken", "tokenizers")
 SURROGATE_REPLACED = "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-
-
-def require_fixtures() -> None:
-    if GPT2.exists() and all((FIXTURES / "llamafactory" / name).exists() for name in CORPORA):
-        return
-    message = f"shared fixtures missing under {FIXTURES}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def string_values(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
-    return [s for child in children for s in string_values(child)]
-
-
-def corpus_strings(name: str) -> list[str]:
-    text = (FIXTURES / "llamafactory" / name).read_text(encoding="utf-8")
-    rows = (
-        [json.loads(line) for line in text.splitlines() if line.strip()]
-        if CORPORA[name] == "jsonl"
-        else json.loads(text)
-    )
-    return string_values(rows)
-
-
-def assert_same(a: Ragged, b: Ragged) -> None:
-    np.testing.assert_array_equal(a.offsets, b.offsets)
-    np.testing.assert_array_equal(a.values, b.values)
-
-
-# ---- tokenizers under test ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def trained_dir(tmp_path_factory) -> Path:
-    require_fixtures()
-    folder = tmp_path_factory.mktemp("trained")
-    AutoTokenizer.train(corpus_strings("c4_demo.jsonl"), vocab_size=2000).save(folder)
-    return folder
-
-
-@pytest.fixture(scope="module", params=["gpt2", "trained"])
-def tokenizer_json(request) -> str:
-    require_fixtures()
-    if request.param == "gpt2":
-        return GPT2.read_text(encoding="utf-8")
-    return (request.getfixturevalue("trained_dir") / "tokenizer.json").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -157,48 +98,6 @@ def test_document_split_across_threads_gives_identical_ids():
     )
 
 
-def test_cache_resets_keep_ids(tokenizer_json):
-    texts = corpus_strings("c4_demo.jsonl")
-    bounded = GigatokenBackend(tokenizer_json, reset_every_chars=150_000)
-    unbounded = GigatokenBackend(tokenizer_json, reset_every_chars=None)
-    for start in range(0, len(texts), 100):
-        assert_same(
-            bounded.encode_batch(texts[start : start + 100]), unbounded.encode_batch(texts[start : start + 100])
-        )
-    assert bounded.resets >= 2 and unbounded.resets == 0
-
-
-def test_each_rebuild_hands_the_old_cache_back_before_the_next_load(tokenizer_json, monkeypatch):
-    import pipeline_core.backends_gigatoken as module
-
-    order = []
-    real_load = module.load_gigatoken
-    monkeypatch.setattr(module, "release_free_memory", lambda: order.append("trim"))
-    monkeypatch.setattr(module, "load_gigatoken", lambda text: order.append("load") or real_load(text))
-    backend = GigatokenBackend(tokenizer_json, reset_every_chars=150_000)
-    texts = corpus_strings("c4_demo.jsonl")
-    for start in range(0, len(texts), 100):
-        backend.encode_batch(texts[start : start + 100])
-    assert backend.resets >= 2
-    assert order == ["load"] + ["trim", "load"] * backend.resets
-
-
-def test_threads_sharing_a_backend_never_meet_a_rebuild(trained_dir):
-    """Tasks in threads share one backend: a rebuild must not swap the tokenizer under a running call."""
-    tokenizer_json = (trained_dir / "tokenizer.json").read_text(encoding="utf-8")
-    texts = corpus_strings("c4_demo.jsonl")[:40]
-    expected = TokenizersBackend(tokenizer_json).encode_batch(texts)
-    shared = GigatokenBackend(tokenizer_json, reset_every_chars=1)  # rebuilt before every call
-
-    def encode(_: int) -> Ragged:
-        return shared.encode_batch(texts)
-
-    with ThreadPoolExecutor(4) as pool:
-        for got in pool.map(encode, range(60)):
-            assert_same(got, expected)
-    assert shared.resets == 59
-
-
 def test_a_recorded_verdict_defers_gigatoken_until_the_first_encode(tokenizer_json, fresh_verdicts, monkeypatch):
     """A process that never encodes (a fully cached rerun) does not parse tokenizer.json with gigatoken."""
     import pipeline_core.backends_gigatoken as module
@@ -221,32 +120,6 @@ def test_gigatoken_tokenizer_survives_pickling(gpt2_by_backend):
     copy = pickle.loads(pickle.dumps(tok))
     assert copy.backend_name == "gigatoken" and copy._backend.verified
     assert copy.encode("Hello world<|endoftext|>") == tok.encode("Hello world<|endoftext|>")
-
-
-@pytest.mark.parametrize(("value", "interval"), [("", 80_000_000), ("2e8", 200_000_000), ("1000", 1000), ("0", None)])
-def test_reset_interval_comes_from_the_environment(tokenizer_json, monkeypatch, value, interval):
-    from pipeline_core.backends_gigatoken import DEFAULT_RESET_EVERY_CHARS, RESET_ENV
-
-    assert DEFAULT_RESET_EVERY_CHARS == 80_000_000
-    monkeypatch.setenv(RESET_ENV, value)
-    backend = GigatokenBackend(tokenizer_json, lazy=True)
-    assert backend._reset_every == interval
-    assert GigatokenBackend(tokenizer_json, reset_every_chars=5, lazy=True)._reset_every == 5  # an argument wins
-
-
-@pytest.mark.parametrize("value", ["lots", "-5", "1.5", "inf", "nan"])
-def test_a_bad_reset_interval_in_the_environment_names_the_variable(tokenizer_json, monkeypatch, value):
-    from pipeline_core.backends_gigatoken import RESET_ENV
-
-    monkeypatch.setenv(RESET_ENV, value)
-    with pytest.raises(ValueError, match=f"{RESET_ENV}=.*0 to never rebuild"):
-        GigatokenBackend(tokenizer_json, lazy=True)
-
-
-def test_reset_interval_must_be_positive():
-    require_fixtures()
-    with pytest.raises(ValueError, match="reset_every_chars"):
-        GigatokenBackend(GPT2.read_text(encoding="utf-8"), reset_every_chars=0)
 
 
 # ---- special-token strings are text ------------------------------------------------------
