@@ -57,12 +57,12 @@ def raise_failures(outcome: ChunkOutcome, names: list[str]) -> None:
 def output_matches(result, how: str, storage_options: dict) -> bool:
     """Does the file a result describes still exist with its recorded size (and sha256), and its
     quarantine file too when it has one?"""
-    from pipeline_core.io.errors_log import quarantine_kept
-    from pipeline_core.io.hashing import FileDigest, matches
+    from pipeline_core.io.errors_log import chunk_intact
+    from pipeline_core.io.hashing import FileDigest
 
-    if not quarantine_kept(result.errors_url, storage_options):
-        return False
-    return matches(result.output_url, FileDigest(result.sha256, result.size), storage_options, how)
+    return chunk_intact(
+        result.output_url, FileDigest(result.sha256, result.size), result.errors_url, storage_options, how
+    )
 
 
 def run_chunks(

@@ -7,8 +7,8 @@ from prefect.logging import get_run_logger
 
 from pipeline_core.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
 from pipeline_core.io.cache import CacheOptions, cache_file, standing_output
-from pipeline_core.io.errors_log import quarantine_kept
-from pipeline_core.io.hashing import FileDigest, file_digest, matches
+from pipeline_core.io.errors_log import chunk_intact
+from pipeline_core.io.hashing import FileDigest, file_digest
 from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
 from tasks.retry import retry_on_transient
@@ -49,9 +49,8 @@ def _still_valid(committed: dict, job: CacheJob, chunk: ChunkDigest, storage_opt
     expected_url = standing_output(chunk.url, job.output_dir, job.output_format, committed.get("output_url"))
     if committed.get("source_sha256") != chunk.sha256 or committed.get("output_url") != expected_url:
         return False
-    if not quarantine_kept(committed.get("errors_url"), storage_options):
-        return False
-    return matches(expected_url, FileDigest(committed["sha256"], committed["size"]), storage_options)
+    expected = FileDigest(committed["sha256"], committed["size"])
+    return chunk_intact(expected_url, expected, committed.get("errors_url"), storage_options)
 
 
 def _megatron_index(stats) -> str:
