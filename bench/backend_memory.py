@@ -22,8 +22,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.backend_corpus import batches  # noqa: E402
-from pipeline_core.backends import TokenizersBackend  # noqa: E402
-from pipeline_core.backends_gigatoken import DEFAULT_RESET_EVERY_CHARS, GigatokenBackend  # noqa: E402
+from pipeline_core.tokenizer.backends import TokenizersBackend  # noqa: E402
+from pipeline_core.tokenizer.gigatoken import DEFAULT_RESET_EVERY_CHARS, GigatokenBackend  # noqa: E402
 
 GPT2 = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "tokenizers" / "gpt2" / "tokenizer.json"
 MB = 1 << 20

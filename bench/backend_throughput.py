@@ -26,8 +26,8 @@ import gigatoken  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 from bench.backend_corpus import fixture_strings, stdlib_documents  # noqa: E402
-from pipeline_core.backends import TokenizersBackend  # noqa: E402
-from pipeline_core.backends_gigatoken import GigatokenBackend, without_special_added_tokens  # noqa: E402
+from pipeline_core.tokenizer.backends import TokenizersBackend  # noqa: E402
+from pipeline_core.tokenizer.gigatoken import GigatokenBackend, without_special_added_tokens  # noqa: E402
 
 GPT2 = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "tokenizers" / "gpt2" / "tokenizer.json"
 MB = 1 << 20

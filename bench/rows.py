@@ -123,7 +123,7 @@ def h5pipe_cache(kind: str, pack_size: int = 0) -> Callable[[Context], Measured]
 
     def run(ctx: Context) -> Measured:
         from pipeline_core import ProcessorFactory, read_attrs
-        from pipeline_core.io.cache import cache_jsonl
+        from pipeline_core.stages.cache import cache_jsonl
 
         tok = h5pipe_tokenizer()
         tok.encode("warm up")  # as in raw_gigatoken: the backend's first call imports awkward

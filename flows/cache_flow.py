@@ -23,10 +23,10 @@ from flows.reporting import Progress, publish_cache_report
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
-from pipeline_core.build import build_processor, load_tokenizer
-from pipeline_core.io.cache import CacheOptions, list_inputs, standing_output
-from pipeline_core.io.errors_log import ErrorRateExceeded, error_rate_problem
-from pipeline_core.redact import protect_secrets
+from pipeline_core.commit.quarantine import ErrorRateExceeded, error_rate_problem
+from pipeline_core.processors.build import build_processor, load_tokenizer
+from pipeline_core.stages.cache import CacheOptions, list_inputs, standing_output
+from pipeline_core.storage.redact import protect_secrets
 from tasks.cache import cache_chunk
 from tasks.hashing import hash_chunk
 from tasks.keys import digest

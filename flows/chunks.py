@@ -57,8 +57,8 @@ def raise_failures(outcome: ChunkOutcome, names: list[str]) -> None:
 def output_matches(result, how: str, storage_options: dict) -> bool:
     """Does the file a result describes still exist with its recorded size (and sha256), and its
     quarantine file too when it has one?"""
-    from pipeline_core.io.errors_log import chunk_intact
-    from pipeline_core.io.hashing import FileDigest
+    from pipeline_core.commit.quarantine import chunk_intact
+    from pipeline_core.storage.hashing import FileDigest
 
     return chunk_intact(
         result.output_url, FileDigest(result.sha256, result.size), result.errors_url, storage_options, how
@@ -99,8 +99,8 @@ def in_order(outcome: ChunkOutcome, n: int) -> tuple[list, list[bool]]:
 
 def sweep_outputs(output_dir: str, storage_options: dict, logger) -> None:
     """Remove temp files of writers that are gone (a crashed earlier run); never a live writer's."""
-    from pipeline_core.io.fs import is_local, url_to_fs
-    from pipeline_core.io.sweep import sweep_local_staging, sweep_stale_temps
+    from pipeline_core.commit.sweep import sweep_local_staging, sweep_stale_temps
+    from pipeline_core.storage.fs import is_local, url_to_fs
 
     removed = sweep_stale_temps(output_dir, storage_options)
     if not is_local(url_to_fs(output_dir, storage_options)[0]):

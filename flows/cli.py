@@ -175,7 +175,7 @@ def verify(
     endpoint_url: Annotated[str | None, Opt(help="S3-compatible endpoint")] = None,
 ) -> None:
     """Check every file against the manifest and the HDF5 invariants; exit 1 listing bad files."""
-    from pipeline_core.io.verify import verify_output
+    from pipeline_core.commit.verify import verify_output
 
     storage = {"endpoint_url": endpoint_url} if endpoint_url else None
     report = verify_output(output, storage, "size" if quick else "sha256")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline_core.io.manifest import Manifest, ManifestEntry, open_for_run, save_manifest
+from pipeline_core.commit.manifest import Manifest, ManifestEntry, open_for_run, save_manifest
 
 
 @dataclass

@@ -24,10 +24,10 @@ from flows.reporting import Progress, summary_markdown
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
-from pipeline_core.io.export import chunk_count
-from pipeline_core.io.fs import url_to_fs
-from pipeline_core.process_func import load_process_func, source_hash
-from pipeline_core.redact import protect_secrets
+from pipeline_core.stages.export import chunk_count
+from pipeline_core.stages.process_func import load_process_func, source_hash
+from pipeline_core.storage.fs import url_to_fs
+from pipeline_core.storage.redact import protect_secrets
 from tasks.export import export_chunk_task, export_stream_task
 from tasks.keys import digest
 from tasks.models import ExportChunkResult, ExportJob

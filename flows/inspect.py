@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline_core.io.fs import join_url, url_to_fs
-from pipeline_core.io.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, open_h5
+from pipeline_core.formats.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, open_h5
+from pipeline_core.storage.fs import join_url, url_to_fs
 
 RUN_RECORD = "h5pipe-run.json"
 
@@ -39,7 +39,7 @@ def describe_file(url: str, tokenizer_path: str | None = None, index: int = 0) -
         main = next((k for k in ("sequence", "chosen") if k in f), None)
         path = tokenizer_path or tokenizer_path_from_run_record(url)
         if main and path:
-            from pipeline_core.tokenizer import AutoTokenizer
+            from pipeline_core.tokenizer.auto import AutoTokenizer
 
             ids = sample_of(f, main, index)
             lines += [

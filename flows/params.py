@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from pipeline_core.build import ProcessorSpec, TokenizerSpec
-from pipeline_core.io.jsonl import BATCH_BYTES
+from pipeline_core.formats.jsonl import BATCH_BYTES
+from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec
 
 
 class StorageOptions(BaseModel):

@@ -4,7 +4,7 @@ A rerun over unchanged inputs should cost a listing, not a Prefect task run per 
 submitting anything, the cache flow compares each input with its output's manifest entry:
 
 - the entry was written for this input URL, and the input's stamp (size plus ETag or mtime and
-  inode, see pipeline_core/io/stamps.py) equals the stamp recorded when it was hashed, so the
+  inode, see pipeline_core/commit/stamps.py) equals the stamp recorded when it was hashed, so the
   recorded source sha256 still describes its bytes;
 - the output is the expected file and still verifies: its stamp equals the one recorded after
   it was written, or else its size (``verify_hits="size"``) or sha256 (``"sha256"``) matches;
@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flows.chunks import ChunkOutcome
-from pipeline_core.io.export import chunk_name
-from pipeline_core.io.fs import join_url
-from pipeline_core.io.hashing import FileDigest, matches
-from pipeline_core.io.stamps import file_infos, stamp_of
+from pipeline_core.commit.stamps import file_infos, stamp_of
+from pipeline_core.stages.export import chunk_name
+from pipeline_core.storage.fs import join_url
+from pipeline_core.storage.hashing import FileDigest, matches
 from tasks.models import ChunkResult, ExportChunkResult, ExportJob
 
 

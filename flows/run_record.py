@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from pipeline_core.io.fs import join_url, write_bytes_atomic
+from pipeline_core.storage.fs import join_url, write_bytes_atomic
 from pipeline_core.version import FORMAT_VERSION
 
 RUN_RECORD = "h5pipe-run.json"

@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import yaml
 
-from pipeline_core.sample import sample_rows
-from pipeline_core.tokenizer import AutoTokenizer
+from pipeline_core.sources.sample import sample_rows
+from pipeline_core.tokenizer.auto import AutoTokenizer
 
 
 def write_sample(output: Path, rows: int = 600) -> Path:
@@ -25,7 +25,7 @@ def write_sample(output: Path, rows: int = 600) -> Path:
             "source": str(data),
             "output": str(output / "jsonl"),
             "chunk_size": max(1, rows // 3),
-            "process_func": "pipeline_core.sample:as_sft",
+            "process_func": "pipeline_core.sources.sample:as_sft",
         },
         "cache": {
             "output": str(output / "h5"),

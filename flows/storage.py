@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pipeline_core.io.fs import join_url, protocol_prefix
+from pipeline_core.storage.fs import join_url, protocol_prefix
 
 RESULTS_DIR = ".h5pipe/results"
 SECRET_OPTIONS = {"key", "secret", "token", "session_token", "aws_secret_access_key", "aws_access_key_id"}

@@ -5,10 +5,10 @@ from __future__ import annotations
 from prefect import task
 from prefect.logging import get_run_logger
 
-from pipeline_core.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
-from pipeline_core.io.cache import CacheOptions, cache_file, standing_output
-from pipeline_core.io.errors_log import chunk_intact
-from pipeline_core.io.hashing import FileDigest, file_digest
+from pipeline_core.commit.quarantine import chunk_intact
+from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
+from pipeline_core.stages.cache import CacheOptions, cache_file, standing_output
+from pipeline_core.storage.hashing import FileDigest, file_digest
 from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
 from tasks.retry import retry_on_transient

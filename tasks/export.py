@@ -8,9 +8,9 @@ import time
 from prefect import task
 from prefect.logging import get_run_logger
 
-from pipeline_core.io.export import export_chunk, export_source
-from pipeline_core.process_func import load_process_func
 from pipeline_core.sources import open_source
+from pipeline_core.stages.export import export_chunk, export_source
+from pipeline_core.stages.process_func import load_process_func
 from tasks.keys import export_chunk_key, export_stream_key
 from tasks.models import ExportChunkResult, ExportJob
 from tasks.retry import retry_on_transient

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pipeline_core.io.hashing import file_digest
+from pipeline_core.storage.hashing import file_digest
 from tasks.models import ChunkDigest
 from tasks.retry import retry_on_transient
 

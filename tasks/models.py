@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from pipeline_core.io.jsonl import BATCH_BYTES
+from pipeline_core.formats.jsonl import BATCH_BYTES
 
 UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate")
 

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures"
 
-# Recorded backend verdicts (pipeline_core/verdicts.py) go to a folder of this session, never
+# Recorded backend verdicts (pipeline_core/tokenizer/verdicts.py) go to a folder of this session, never
 # ~/.cache: every test session checks gigatoken against `tokenizers` for itself.
 os.environ.setdefault("H5PIPE_CACHE_DIR", tempfile.mkdtemp(prefix="h5pipe-test-cache-"))
 

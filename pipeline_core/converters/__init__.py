@@ -6,6 +6,8 @@
 
 Registered converters: alpaca, sharegpt, openai, messages (v1, validated), pair (alias dpo) and
 text (pretraining passthrough). Pure Python; no orchestration imports.
+
+May import: ``errors`` only, so that sources, chat and processors can all build on the sample types.
 """
 
 from pipeline_core.converters.alpaca import AlpacaColumns, AlpacaConverter

@@ -19,10 +19,10 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from pipeline_core.chat.strategies import PromptStrategy
 from pipeline_core.errors import ConfigError, RowError
-from pipeline_core.ragged import Ragged
-from pipeline_core.strategies import PromptStrategy
-from pipeline_core.tokenizer import AutoTokenizer
+from pipeline_core.formats.ragged import Ragged
+from pipeline_core.tokenizer.auto import AutoTokenizer
 
 Overflow = Literal["drop", "truncate"]
 
@@ -189,7 +189,7 @@ class ProcessorFactory:
         if isinstance(strategy, str):
             return cls.create_with_strategy_name(type_name, tokenizer, strategy, processor_kwargs=kwargs)
         if strategy is None and getattr(klass, "default_strategy", None):
-            from pipeline_core.strategies import StrategyFactory
+            from pipeline_core.chat.strategies import StrategyFactory
 
             strategy = StrategyFactory.create(klass.default_strategy, tokenizer)
         return klass(tokenizer, strategy=strategy, **kwargs)
@@ -210,7 +210,7 @@ class ProcessorFactory:
         **kwargs,
     ) -> Processor:
         """``kwargs`` go to the strategy; ``processor_kwargs`` (normalizer, max_length, ...) to the processor."""
-        from pipeline_core.strategies import StrategyFactory
+        from pipeline_core.chat.strategies import StrategyFactory
 
         strategy = StrategyFactory.create(strategy_name, tokenizer, **kwargs)
         return cls._class(type_name)(tokenizer, strategy=strategy, **(processor_kwargs or {}))

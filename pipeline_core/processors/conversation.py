@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline_core.chat.pieces import Piece
+from pipeline_core.chat.strategies import PromptStrategy
 from pipeline_core.errors import RowError
-from pipeline_core.pieces import Piece
+from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
 from pipeline_core.processors.messages import Conversation
-from pipeline_core.ragged import Ragged, offsets_from_lengths
-from pipeline_core.strategies import PromptStrategy
-from pipeline_core.tokenizer import AutoTokenizer
+from pipeline_core.tokenizer.auto import AutoTokenizer
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline_core.chat.strategies import AlpacaStrategy, ChatMLStrategy
 from pipeline_core.errors import RowError
+from pipeline_core.formats.ragged import Ragged, concat_ragged, tile_rows
 from pipeline_core.processors.base import ProcessedBatch, assemble, require_text
 from pipeline_core.processors.length import over_length, truncate_all
 from pipeline_core.processors.media import media_ragged
-from pipeline_core.ragged import Ragged, concat_ragged, tile_rows
-from pipeline_core.strategies import AlpacaStrategy, ChatMLStrategy
 
 CONVERSATION_KEYS = ("messages", "chosen_messages", "rejected_messages")
 STEP = np.array([0.0, 1.0], dtype=np.float32)  # a sample's weight: 0 over its prompt, then 1

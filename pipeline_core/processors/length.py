@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline_core.errors import RowError
-from pipeline_core.ragged import Ragged, gather_index, offsets_from_lengths
+from pipeline_core.formats.ragged import Ragged, gather_index, offsets_from_lengths
 
 
 def truncate(r: Ragged, lengths: np.ndarray) -> Ragged:

@@ -22,7 +22,7 @@ import numpy as np
 from pipeline_core.converters.media import MEDIA_KINDS
 from pipeline_core.converters.sample import Message
 from pipeline_core.errors import ConfigError, RowError
-from pipeline_core.ragged import Ragged
+from pipeline_core.formats.ragged import Ragged
 
 MediaPolicy = Literal["skip", "keep"]
 MEDIA_POLICIES = ("skip", "keep")

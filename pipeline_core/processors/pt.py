@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline_core.errors import ConfigError
+from pipeline_core.formats.ragged import concat_ragged, tile_rows
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, require_text, split_valid
 from pipeline_core.processors.length import over_length, truncate
-from pipeline_core.ragged import concat_ragged, tile_rows
 
 
 @ProcessorFactory.register("pt")

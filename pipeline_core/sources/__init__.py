@@ -5,7 +5,10 @@
     for record in source.records(0, 100): ...           # Record(dataset, index, row)
 
 See ``open`` for what is accepted, ``dataset_info`` for the YAML/JSON fields and ``mixing`` for
-how several datasets are counted, sampled and interleaved.
+how several datasets are counted, sampled and interleaved. ``sample`` writes the small corpus the
+project ships for ``make run``.
+
+May import: ``errors``, ``storage``, ``converters``.
 """
 
 from pipeline_core.sources.base import DatasetCounts, Record, Source

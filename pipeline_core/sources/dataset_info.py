@@ -28,7 +28,7 @@ import yaml
 
 from pipeline_core.converters import ConverterFactory, converter_spec
 from pipeline_core.errors import ConfigError
-from pipeline_core.io.fs import url_to_fs
+from pipeline_core.storage.fs import url_to_fs
 
 LOCATION_KEYS = ("file_name", "cloud_file_name", "hf_hub_url", "path")
 CONVERTER_KEYS = ("converter", "formatting", "columns", "tags", "ranking")

@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline_core.io.fs import natural_key, url_to_fs
 from pipeline_core.sources.formats import builder_for, is_data_file
+from pipeline_core.storage.fs import natural_key, url_to_fs
 
 Kind = Literal["files", "repo", "saved", "hub", "dataset_info"]
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import orjson
 
-from pipeline_core.io.fs import url_to_fs
+from pipeline_core.storage.fs import url_to_fs
 
 BLOCK = 1 << 20
 

@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline_core.io.fs import url_to_fs
 from pipeline_core.sources.fingerprint import digest
+from pipeline_core.storage.fs import url_to_fs
 
 IDENTITY_KEYS = ("ETag", "etag", "size", "mtime", "LastModified", "last_modified", "created", "md5Hash")
 

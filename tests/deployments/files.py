@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from pipeline_core import load_h5, read_attrs
-from pipeline_core.io.verify import verify_output
+from pipeline_core.commit.verify import verify_output
 
 MANIFEST = "h5pipe-manifest.json"
 

@@ -11,7 +11,7 @@ import s3fs
 
 from flows.params import PipelineParams
 from flows.pipeline_flow import pipeline_flow
-from pipeline_core.io.h5 import data_keys, decode_attr, open_h5
+from pipeline_core.formats.h5 import data_keys, decode_attr, open_h5
 
 # attributes that name where a file came from, not what it holds
 LOCATION_ATTRS = {"source_url"}

@@ -11,7 +11,7 @@ import s3fs
 
 from flows.cache_flow import cache_flow
 from flows.params import CacheParams
-from pipeline_core.io.h5 import open_h5
+from pipeline_core.formats.h5 import open_h5
 from tests.conftest import S3_ENV
 from tests.s3_proxy import FaultProxy
 

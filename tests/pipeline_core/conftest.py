@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_core import tokenizer_derived, verdicts
-from pipeline_core.tokenizer import AutoTokenizer
-from tests.pipeline_core.backend_corpora import GPT2, corpus_strings, require_fixtures
+from pipeline_core.tokenizer import derived as tokenizer_derived
+from pipeline_core.tokenizer import verdicts
+from pipeline_core.tokenizer.auto import AutoTokenizer
+from tests.pipeline_core.tokenizer.backend_corpora import GPT2, corpus_strings, require_fixtures
 
 
 def forget_in_memory() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from flows.params import CacheParams
-from pipeline_core.io.h5 import OFFSETS_SUFFIX, open_h5
+from pipeline_core.formats.h5 import OFFSETS_SUFFIX, open_h5
 from tests.conftest import ROOT
 
 EOS = "<|endoftext|>"

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline_core.commit.quarantine import ErrorRateExceeded
+from pipeline_core.commit.verify import h5_problems
 from pipeline_core.errors import BadRowError, ConfigError
-from pipeline_core.io.cache import CacheOptions, cache_file
-from pipeline_core.io.errors_log import ErrorRateExceeded
-from pipeline_core.io.h5 import read_attrs
-from pipeline_core.io.jsonl import JsonlReader, OversizedLine, iter_raw_lines
-from pipeline_core.io.verify import h5_problems
+from pipeline_core.formats.h5 import read_attrs
+from pipeline_core.formats.jsonl import JsonlReader, OversizedLine, iter_raw_lines
 from pipeline_core.processors import ProcessorFactory
+from pipeline_core.stages.cache import CacheOptions, cache_file
 from tests.reliability.helpers import assert_exactly_once, hidden
 
 MIB = 1 << 20

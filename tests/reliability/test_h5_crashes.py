@@ -15,11 +15,11 @@ import h5py
 import pytest
 
 from flows.cache_flow import cache_flow
-from pipeline_core.io.cache import CacheOptions, cache_file
-from pipeline_core.io.h5 import H5Writer
-from pipeline_core.io.verify import h5_problems, verify_output
+from pipeline_core.commit.verify import h5_problems, verify_output
+from pipeline_core.formats.h5 import H5Writer
+from pipeline_core.formats.ragged import Ragged
 from pipeline_core.processors import ProcessorFactory
-from pipeline_core.ragged import Ragged
+from pipeline_core.stages.cache import CacheOptions, cache_file
 from tests.reliability.helpers import cached_run, kill, mtimes, start_worker, write_jsonl
 
 

@@ -14,10 +14,10 @@ import pytest
 from prefect.settings import PREFECT_API_URL
 
 from flows.cache_flow import cache_flow
-from pipeline_core.io.cache import cache_jsonl
-from pipeline_core.io.verify import h5_problems, verify_output
+from pipeline_core.commit.verify import h5_problems, verify_output
 from pipeline_core.processors import ProcessorFactory
 from pipeline_core.processors.pt import PretrainProcessor
+from pipeline_core.stages.cache import cache_jsonl
 from tasks.retry import TransientIOError
 from tests.reliability.helpers import (
     assert_exactly_once,

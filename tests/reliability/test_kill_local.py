@@ -14,11 +14,11 @@ import signal
 import orjson
 import pytest
 
-from pipeline_core.io.cache import cache_jsonl
-from pipeline_core.io.export import export_dataset
-from pipeline_core.io.sweep import sweep_stale_temps
-from pipeline_core.io.verify import h5_problems
+from pipeline_core.commit.sweep import sweep_stale_temps
+from pipeline_core.commit.verify import h5_problems
 from pipeline_core.processors import ProcessorFactory
+from pipeline_core.stages.cache import cache_jsonl
+from pipeline_core.stages.export import export_dataset
 from tests.reliability.helpers import assert_exactly_once, hidden, kill, published, start_worker, temp_of, wait_for
 
 MIB = 1 << 20

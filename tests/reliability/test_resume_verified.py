@@ -12,8 +12,8 @@ import shutil
 import pytest
 
 from flows.cache_flow import cache_flow
-from pipeline_core.io.sweep import sweep_stale_temps
-from pipeline_core.io.verify import verify_output
+from pipeline_core.commit.sweep import sweep_stale_temps
+from pipeline_core.commit.verify import verify_output
 from tests.reliability.helpers import cached_run, hidden, kill, mtimes, start_worker
 
 

@@ -17,8 +17,8 @@ import boto3
 import pytest
 import s3fs
 
-from pipeline_core.io import fs as fsmod
-from pipeline_core.io.fs import fetch_files, local_staging
+from pipeline_core.storage import fs as fsmod
+from pipeline_core.storage.fs import fetch_files, local_staging
 from tests.s3_proxy import FaultProxy
 
 MIB = 1 << 20
@@ -91,7 +91,7 @@ def test_upload_failing_with_500_every_time_publishes_nothing(s3_bucket, s3_endp
 UPLOADER = textwrap.dedent(
     """
     import os, sys
-    from pipeline_core.io import fs
+    from pipeline_core.storage import fs
     fs.UPLOAD_CHUNKSIZE = 5 << 20
     url, endpoint, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
     options = {"endpoint_url": endpoint, "config_kwargs": {"retries": {"max_attempts": 1, "mode": "standard"}}}

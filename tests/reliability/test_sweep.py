@@ -7,8 +7,8 @@ import signal
 import subprocess
 import time
 
-from pipeline_core.io.fs import host_id, local_staging
-from pipeline_core.io.sweep import DEFAULT_MAX_AGE, stale_temps, sweep_local_staging, sweep_stale_temps
+from pipeline_core.commit.sweep import DEFAULT_MAX_AGE, stale_temps, sweep_local_staging, sweep_stale_temps
+from pipeline_core.storage.fs import host_id, local_staging
 from tests.reliability.helpers import hidden, kill, start_worker
 
 DAY = 24 * 3600

@@ -11,12 +11,12 @@ import pytest
 from pydantic import ValidationError
 
 from flows.params import ExportParams
-from pipeline_core.dataset import H5Dataset
-from pipeline_core.io.cache import cache_file, output_names
-from pipeline_core.io.export import export_chunk, export_dataset
-from pipeline_core.io.h5 import COMPLETE_ATTR, load_h5, open_h5, read_attrs, save_h5
+from pipeline_core.formats.h5 import COMPLETE_ATTR, load_h5, open_h5, read_attrs, save_h5
+from pipeline_core.loader.dataset import H5Dataset
 from pipeline_core.processors import ProcessorFactory
 from pipeline_core.sources import open_source
+from pipeline_core.stages.cache import cache_file, output_names
+from pipeline_core.stages.export import export_chunk, export_dataset
 
 UNSAFE_PREFIXES = ["../evil", "a/../../evil", "..\\evil", "/abs/evil", "evil\x00", "s3://bucket/evil"]
 ROWS = [{"text": f"row {i}"} for i in range(10)]

@@ -35,14 +35,14 @@ def pt_processor(tokenizer_path: str):
 
 
 def cache(input_url: str, output: str, tokenizer_path: str, batch_size: str = "256") -> None:
-    from pipeline_core.io.cache import cache_jsonl
+    from pipeline_core.stages.cache import cache_jsonl
 
     ready()
     cache_jsonl(input_url, output, pt_processor(tokenizer_path), batch_size=int(batch_size))
 
 
 def cache_one(input_url: str, output: str, tokenizer_path: str) -> None:
-    from pipeline_core.io.cache import CacheOptions, cache_file
+    from pipeline_core.stages.cache import CacheOptions, cache_file
 
     ready()
     cache_file(input_url, output, pt_processor(tokenizer_path), CacheOptions(batch_size=64))
@@ -51,7 +51,7 @@ def cache_one(input_url: str, output: str, tokenizer_path: str) -> None:
 def export(rows_path: str, output: str, chunk_size: str) -> None:
     import orjson
 
-    from pipeline_core.io.export import export_dataset
+    from pipeline_core.stages.export import export_dataset
 
     with open(rows_path, "rb") as f:
         rows = [orjson.loads(line) for line in f]
@@ -64,8 +64,8 @@ def h5(path: str, mode: str) -> None:
     (everything but ``complete``), so the file is a readable HDF5 that only lacks completion."""
     import numpy as np
 
-    from pipeline_core.io.h5 import H5Writer
-    from pipeline_core.ragged import Ragged, offsets_from_lengths
+    from pipeline_core.formats.h5 import H5Writer
+    from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
 
     writer = H5Writer(path)
     rng = np.random.default_rng(0)
@@ -81,7 +81,7 @@ def h5(path: str, mode: str) -> None:
 
 
 def hold_temp(url: str) -> None:
-    from pipeline_core.io.fs import local_staging
+    from pipeline_core.storage.fs import local_staging
 
     with local_staging(url, suffix=".h5") as tmp:
         with open(tmp, "wb") as f:

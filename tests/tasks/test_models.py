@@ -8,7 +8,7 @@ import pytest
 
 from flows.cache_flow import make_job
 from flows.params import CacheParams
-from pipeline_core.io.cache import CacheOptions
+from pipeline_core.stages.cache import CacheOptions
 from tasks.models import CacheJob
 
 

@@ -1,0 +1,60 @@
+"""File stamps: a cheap sign that a file has not changed since it was last hashed.
+
+A stamp is the file's size plus what its store changes on every write: the ETag on S3 (derived
+from the content), the modification time and inode on a local disk. Equal stamps mean the file
+was not rewritten, so a rerun may trust the sha256 it recorded with the stamp instead of
+reading the bytes again (as make, rsync and git's index do). A store that reports neither gives
+no stamp (None), and such files are always hashed.
+
+Stamps are read from one listing per folder, so stamping a thousand chunks on S3 is a handful of
+LIST calls, not a thousand HEADs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pipeline_core.storage.fs import url_to_fs
+
+# Keys fsspec stores use for "this changes when the file is rewritten", in order of preference.
+_CHANGE_KEYS = ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated")
+
+
+def stamp_of(info: dict) -> str | None:
+    """The stamp of one fsspec ``info``/``ls(detail=True)`` entry, or None if the store gives none."""
+    if info.get("type") != "file" or info.get("size") is None:
+        return None
+    changes = [f"{k}={info[k]}" for k in _CHANGE_KEYS if info.get(k) not in (None, "")]
+    if not changes:
+        return None
+    inode = f":ino={info['ino']}" if info.get("ino") is not None else ""
+    return f"size={info['size']}:{changes[0]}{inode}"
+
+
+def stamps(urls: list[str], storage_options: dict | None = None) -> dict[str, str | None]:
+    """Stamp of every URL (None when missing or unstampable), from one listing per parent folder."""
+    return {url: (stamp_of(info) if info else None) for url, info in file_infos(urls, storage_options).items()}
+
+
+def file_infos(urls: list[str], storage_options: dict | None = None) -> dict[str, dict | None]:
+    """fsspec info of every URL (None when missing), from one listing per parent folder."""
+    by_folder: dict[str, list[str]] = defaultdict(list)
+    for url in urls:
+        by_folder[url.rsplit("/", 1)[0] if "/" in url else "."].append(url)
+    found: dict[str, dict | None] = {}
+    for folder, members in by_folder.items():
+        listed = _listing(folder, storage_options)
+        for url in members:
+            found[url] = listed.get(url_to_fs(url, storage_options)[1])
+    return found
+
+
+def _listing(folder: str, storage_options: dict | None) -> dict[str, dict]:
+    fs, root = url_to_fs(folder, storage_options)
+    fs.invalidate_cache(root)  # a listing cached earlier in this process may predate a rewrite
+    try:
+        entries = fs.ls(root, detail=True)
+    except FileNotFoundError:
+        return {}
+    # ls names are store paths ("bucket/key", "/abs/path"): the form url_to_fs gives for a URL
+    return {e["name"]: e for e in entries}

@@ -1,0 +1,139 @@
+"""``verify``: check an output folder against its manifest and every HDF5 file against its invariants.
+
+A file is good only when it is listed in the manifest with the size and sha256 it has now, and
+(for HDF5) it is complete and self-consistent: every key the attributes name is present, offsets
+start at 0, never decrease and end at the data length, counts equal the attributes, and
+``rows_read = samples_written + rows_skipped``, with exactly ``rows_skipped`` lines in its
+quarantine file ``{stem}.errors.jsonl`` (a writer killed between the two publishes leaves them apart).
+
+Temporary files (see ``sweep``) are reported when their writer is gone; a live writer's are not
+the folder's problem. Damaged HDF5 files raise all sorts of errors inside h5py: each one is a
+reported problem, never a crash of verify.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline_core.commit.manifest import MANIFEST, entry_is_valid, load_manifest
+from pipeline_core.commit.sweep import is_temp_name, stale_temps
+from pipeline_core.formats.h5 import COMPLETE_ATTR, OFFSETS_SUFFIX, decode_attr, open_h5
+from pipeline_core.storage.fs import fetch_files, join_url, url_to_fs
+
+OUTPUT_SUFFIXES = (".h5", ".jsonl")
+
+
+@dataclass
+class VerifyReport:
+    folder: str
+    checked: int = 0
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, name: str, problem: str) -> None:
+        self.problems.setdefault(name, []).append(problem)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def lines(self) -> list[str]:
+        head = f"{self.folder}: {self.checked} file(s) checked, {len(self.problems)} bad"
+        return [head] + [f"  {name}: {'; '.join(why)}" for name, why in sorted(self.problems.items())]
+
+
+def h5_problems(url: str, storage_options: dict | None = None) -> list[str]:
+    """What is wrong with one h5pipe HDF5 file (empty when nothing is)."""
+    try:
+        with open_h5(url, storage_options) as f:
+            return _structure_problems(f) or _quarantine_problems(url, f.attrs.get("rows_skipped"), storage_options)
+    except Exception as e:  # noqa: BLE001 - a damaged file fails anywhere in h5py, with any error type
+        return [f"unreadable: {type(e).__name__}: {e}"]
+
+
+def _quarantine_problems(url: str, rows_skipped, storage_options: dict | None) -> list[str]:
+    """``rows_skipped`` must match the lines of ``{stem}.errors.jsonl`` (absent when nothing was skipped)."""
+    errors_url = url[: -len(".h5")] + ".errors.jsonl"
+    fs, path = url_to_fs(errors_url, storage_options)
+    lines = 0
+    if fs.exists(path):
+        with fs.open(path, "rb") as f:
+            lines = sum(1 for line in f if line.strip())
+    if lines != int(rows_skipped or 0):
+        return [f"{rows_skipped or 0} rows skipped but {lines} in {errors_url.rsplit('/', 1)[-1]} (a partial publish)"]
+    return []
+
+
+def _structure_problems(f) -> list[str]:
+    attrs = {k: decode_attr(v) for k, v in f.attrs.items()}
+    if not attrs.get(COMPLETE_ATTR):
+        return ["not complete (the writer never finished it)"]
+    problems = []
+    keys = attrs.get("keys") or []
+    missing = [k for k in keys if k not in f]
+    if missing:
+        problems.append(f"missing datasets {missing}")
+    problems += _count_problems(f, attrs, [k for k in keys if k in f])
+    if attrs.get("rows_read") != attrs.get("samples_written", 0) + attrs.get("rows_skipped", 0):
+        problems.append("rows_read != samples_written + rows_skipped")
+    return problems
+
+
+def expected_rows(attrs: dict) -> int | None:
+    """Rows every key must have: packs when packed, sentences when split, else samples."""
+    if attrs.get("pack_size", 0) > 0:
+        return attrs.get("packs")
+    if attrs.get("split_sentences"):
+        return attrs.get("sentences_written")
+    return attrs.get("samples_written")
+
+
+def _count_problems(f, attrs: dict, keys: list[str]) -> list[str]:
+    problems = []
+    expected = expected_rows(attrs)
+    for key in keys:
+        if f[key].ndim == 2:
+            rows = f[key].shape[0]
+        elif key + OFFSETS_SUFFIX not in f:
+            problems.append(f"{key}: no {key}{OFFSETS_SUFFIX}")
+            continue
+        else:
+            rows, problem = _offsets_check(f, key)
+            problems += problem
+        if expected is not None and rows != expected:
+            problems.append(f"{key}: {rows} rows, attributes say {expected}")
+    return problems
+
+
+def _offsets_check(f, key: str) -> tuple[int, list[str]]:
+    offsets = f[key + OFFSETS_SUFFIX][...]
+    n = len(f[key])
+    if len(offsets) == 0 or offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != n:
+        return max(len(offsets) - 1, 0), [f"{key}{OFFSETS_SUFFIX}: not monotone from 0 to the data length {n}"]
+    return len(offsets) - 1, []
+
+
+def verify_output(folder: str, storage_options: dict | None = None, how: str = "sha256") -> VerifyReport:
+    report = VerifyReport(folder)
+    manifest = load_manifest(folder, storage_options)
+    names = [u.rsplit("/", 1)[-1] for u in fetch_files(folder, None, storage_options)]
+    outputs = [n for n in names if n.endswith(OUTPUT_SUFFIXES) and not n.endswith(".errors.jsonl")]
+    outputs = [n for n in outputs if not is_temp_name(n)]
+    if manifest is None:
+        report.add(MANIFEST, "missing: the run never committed this folder")
+    for temp in stale_temps(folder, storage_options):
+        report.add(temp.name, "temporary file of a writer that is gone; rerun the stage (it sweeps them) or delete it")
+    for name in outputs:
+        report.checked += 1
+        if manifest is not None and name not in manifest.entries:
+            report.add(name, "not in the manifest (partial or stray)")
+        if name.endswith(".h5"):
+            for problem in h5_problems(join_url(folder, name), storage_options):
+                report.add(name, problem)
+    for name, entry in (manifest.entries if manifest else {}).items():
+        if name not in names:
+            report.add(name, "listed in the manifest but missing")
+        elif not entry_is_valid(folder, entry, storage_options, how):
+            report.add(name, "size or sha256 differs from the manifest")
+    return report

@@ -1,0 +1,216 @@
+"""HDF5 layout of h5pipe outputs, with a streaming writer and a reader.
+
+Layout (no h5py vlen types, so any HDF5 reader can use the files):
+
+- fixed-length key (packed output): 2-D dataset ``key`` of shape ``[n, pack_size]``;
+- variable-length key: 1-D dataset ``key`` holding all sequences back to back, plus
+  ``key_offsets`` (int64, ``n + 1``): sequence ``i`` is ``key[offsets[i]:offsets[i+1]]``;
+- a boundary list without values of its own, e.g. ``document_offsets`` (int64, starts with 0):
+  document ``d`` is items ``document_offsets[d]:document_offsets[d+1]`` of another key.
+
+Datasets are chunked and grow as batches arrive. Attributes describe the file (format version,
+tokenizer, processor, counts, source hash; dicts are stored as JSON strings). The attribute
+``complete`` is written last, just before the file is closed: a file without it is partial.
+"""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+
+from pipeline_core.formats.ragged import Ragged
+from pipeline_core.storage.fs import join_url, local_staging, url_to_fs
+from pipeline_core.version import FORMAT_VERSION
+
+OFFSETS_SUFFIX = "_offsets"
+FLAT_CHUNK = 1 << 18  # elements per HDF5 chunk of a flat dataset (1 MiB of int32)
+COMPLETE_ATTR = "complete"
+
+
+class H5Writer:
+    """Append batches to a local HDF5 file; ``close(complete=True)`` marks it complete.
+
+    Datasets are kept open by key: opening one by name costs more than appending a batch to it.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.file = h5py.File(path, "w", libver="latest")
+        self.file.attrs["format_version"] = FORMAT_VERSION
+        self._datasets: dict[str, h5py.Dataset] = {}
+        self._ends: dict[str, int] = {}
+
+    def append_ragged(self, key: str, ragged: Ragged) -> None:
+        if key not in self._datasets:
+            self._create(key, shape=(0,), maxshape=(None,), dtype=ragged.values.dtype, chunks=(FLAT_CHUNK,))
+        _extend(self._datasets[key], ragged.values)
+        self.append_lengths(key + OFFSETS_SUFFIX, ragged.lengths)
+
+    def append_lengths(self, name: str, lengths: np.ndarray) -> None:
+        """Extend the offsets dataset ``name`` (int64, starting with 0) by items of ``lengths``."""
+        if name not in self._datasets:
+            self._create(name, data=np.zeros(1, np.int64), maxshape=(None,), chunks=(1 << 14,))
+            self._ends[name] = 0
+        ends = self._ends[name] + np.cumsum(lengths, dtype=np.int64)
+        _extend(self._datasets[name], ends)
+        if ends.size:
+            self._ends[name] = int(ends[-1])
+
+    def append_fixed(self, key: str, rows: np.ndarray) -> None:
+        if key not in self._datasets:
+            width = rows.shape[1]
+            chunk_rows = max(1, min(1024, FLAT_CHUNK // max(width, 1)))
+            self._create(key, shape=(0, width), maxshape=(None, width), dtype=rows.dtype, chunks=(chunk_rows, width))
+        _extend(self._datasets[key], rows)
+
+    def _create(self, key: str, **options) -> None:
+        self._datasets[key] = self.file.create_dataset(key, **options)
+
+    def set_attrs(self, attrs: dict) -> None:
+        for name, value in attrs.items():
+            self.file.attrs[name] = encode_attr(value)
+
+    def close(self, complete: bool = True) -> None:
+        if complete:
+            self.file.attrs[COMPLETE_ATTR] = True
+        self.file.close()
+
+
+def is_complete(handle: h5py.File) -> bool:
+    return bool(handle.attrs.get(COMPLETE_ATTR, False))
+
+
+def require_complete(handle: h5py.File, url: str) -> None:
+    if not is_complete(handle):
+        raise ValueError(
+            f"{url} has no {COMPLETE_ATTR!r} attribute: it is partial (its writer was interrupted) or not an "
+            "h5pipe output; re-run the cache stage for it or remove it from the folder"
+        )
+
+
+def _extend(dataset: h5py.Dataset, values: np.ndarray) -> None:
+    if len(values) == 0:
+        return
+    start = dataset.shape[0]
+    dataset.resize(start + len(values), axis=0)
+    dataset[start:] = values
+
+
+def encode_attr(value):
+    if value is None or isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return value
+
+
+def decode_attr(value):
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    if isinstance(value, str) and (value[:1] in "{[" or value == "null") and value:
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def open_h5(url: str, storage_options: dict | None = None):
+    """Open an HDF5 file for reading from any fsspec URL; refuses files that point outside themselves
+    (see ``refuse_links``)."""
+    fs, path = url_to_fs(url, storage_options)
+    handle = h5py.File(fs.open(path, "rb"), "r") if not _is_local_path(fs) else h5py.File(path, "r")
+    refuse_links(handle, url)
+    return handle
+
+
+def _is_local_path(fs) -> bool:
+    from pipeline_core.storage.fs import is_local
+
+    return is_local(fs)
+
+
+def refuse_links(handle: h5py.File, url: str) -> None:
+    """Refuse a file that reaches outside itself: any non-hard link (external or soft, at any depth),
+    a dataset stored in external raw files (``external=[...]``, which can name any file on the
+    machine) or a virtual dataset (mapped from other files)."""
+    try:
+        problem = outside_reference(handle)
+    except BaseException:  # a damaged file can fail while being walked
+        handle.close()
+        raise
+    if problem is not None:
+        handle.close()
+        raise ValueError(
+            f"{url}: {problem}; h5pipe reads only self-contained files (no links, external or virtual datasets)"
+        )
+
+
+def outside_reference(group: h5py.Group, seen: set | None = None) -> str | None:
+    """What in the group (recursively) points outside the file, or None. Links are inspected
+    without being followed; a group hard-linked twice is walked once."""
+    seen = set() if seen is None else seen
+    for name in group:
+        link = group.get(name, getlink=True)
+        path = f"{group.name.rstrip('/')}/{name}"
+        if not isinstance(link, h5py.HardLink):
+            return f"{path!r} is a {type(link).__name__}"
+        obj = group[name]
+        if obj.id in seen:
+            continue
+        seen.add(obj.id)
+        if isinstance(obj, h5py.Dataset) and (obj.external or obj.is_virtual):
+            return f"{path!r} is {'an external' if obj.external else 'a virtual'} dataset"
+        if isinstance(obj, h5py.Group) and (problem := outside_reference(obj, seen)) is not None:
+            return problem
+    return None
+
+
+def read_attrs(url: str, storage_options: dict | None = None) -> dict:
+    with open_h5(url, storage_options) as f:
+        return {k: decode_attr(v) for k, v in f.attrs.items()}
+
+
+def data_keys(handle: h5py.File) -> list[str]:
+    return [k for k in handle if not k.endswith(OFFSETS_SUFFIX)]
+
+
+def load_h5(file_path: str, share_memory: bool = False, storage_options: dict | None = None) -> dict:
+    """``{key: 2-D tensor}`` for fixed-length keys, ``{key: [1-D tensor, ...]}`` for variable ones."""
+    import torch
+
+    out = {}
+    with open_h5(file_path, storage_options) as f:
+        for key in data_keys(f):
+            values = torch.from_numpy(f[key][...])
+            if share_memory:
+                values.share_memory_()
+            if key + OFFSETS_SUFFIX in f:
+                offsets = f[key + OFFSETS_SUFFIX][...]
+                values = [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+            out[key] = values
+    return out
+
+
+def save_h5(
+    output_dir: str, file_name: str, tensor_group: dict, attrs: dict | None = None, storage_options: dict | None = None
+) -> str:
+    """Write ``{key: 2-D tensor | list of 1-D tensors}`` as one HDF5 file, atomically."""
+    url = join_url(str(output_dir), file_name)
+    fs, root = url_to_fs(str(output_dir), storage_options)
+    fs.makedirs(root, exist_ok=True)
+    with local_staging(url, storage_options, suffix=".h5") as tmp:
+        writer = H5Writer(tmp)
+        for key, value in tensor_group.items():
+            if isinstance(value, (list, tuple)):
+                writer.append_ragged(key, Ragged.from_lists([np.asarray(v) for v in value], dtype=_dtype_of(value)))
+            else:
+                writer.append_fixed(key, np.asarray(value))
+        writer.set_attrs(attrs or {})
+        writer.close()
+    return url
+
+
+def _dtype_of(values) -> np.dtype:
+    return np.asarray(values[0]).dtype if len(values) else np.dtype(np.int32)

@@ -1,0 +1,160 @@
+"""Megatron-LM output of the cache stage: ``{stem}_{key}_document.bin/.idx`` per key.
+
+Written for ``output_format='megatron'`` or ``'both'``, one indexed dataset per key that
+megatron-core's ``IndexedDataset(prefix)`` opens:
+
+- the token keys (``sequence``; ``chosen`` and ``rejected`` for dpo) in the dtype Megatron picks
+  for the vocabulary (``choose_dtype``: uint16 below 65500 ids, else int32);
+- masks as uint8, float keys (``loss_weight``) as float32 and only when fractional, like the HDF5;
+  per-sample keys (``media``) as uint8 bytes, one sequence per sample;
+- one document per sample, or per text with ``split_sentences`` (its sentences are the sequences).
+
+The files always hold unpacked samples: Megatron and MindSpeed build their training samples at
+load time. They are written in a local staging folder and published pair by pair, the ``.bin``
+before the ``.idx`` (uploaded in that order to remote storage), so a reader never finds an index
+without its data. ``merge_megatron`` joins the per-chunk outputs into one dataset per key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from pipeline_core.formats.deferred import is_fractional
+from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout, sentence_items
+from pipeline_core.formats.megatron import IndexedWriter, choose_dtype, merge_indexed
+from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
+from pipeline_core.storage.fs import is_local, join_url, remove_quietly, url_to_fs
+
+
+def megatron_name(stem: str, key: str) -> str:
+    return f"{stem}_{key}_document"
+
+
+class MegatronSink:
+    def __init__(
+        self, output_dir: str, stem: str, layout: KeyLayout, vocab_size: int, storage_options: dict | None = None
+    ) -> None:
+        self.output_dir, self.stem, self.layout = str(output_dir), stem, layout
+        self.vocab_size, self.storage_options = vocab_size, storage_options
+        self.staging = _staging_dir(self.output_dir, stem, storage_options)
+        self._writers: dict[str, IndexedWriter] = {}
+        self._fractional: set[str] = set()
+
+    def write(self, samples: dict[str, Ragged]) -> None:
+        if SENTENCE_LENGTHS in samples:
+            self._write_documents(*sentence_items(samples))
+            return
+        for key, ragged in samples.items():
+            if key in self.layout.deferred and is_fractional(ragged.values):
+                self._fractional.add(key)
+            values = ragged.values.view(np.uint8) if ragged.values.dtype == np.bool_ else ragged.values
+            self._writer(key, values).add_sequences(values, ragged.lengths)
+
+    def finish(self) -> None:
+        for writer in self._writers.values():
+            writer.finalize()
+
+    def kept_keys(self) -> list[str]:
+        """The keys to publish: all but the deferred keys without a fractional value."""
+        return [k for k in self._writers if k not in self.layout.deferred or k in self._fractional]
+
+    def publish(self) -> dict[str, str]:
+        """Move the kept pairs to the output folder; {key: prefix URL}. Removes the staging folder
+        and the pairs an earlier run left for deferred keys this run does not keep."""
+        published = {}
+        for key in self.kept_keys():
+            name = megatron_name(self.stem, key)
+            published[key] = join_url(self.output_dir, name)
+            publish_pair(os.path.join(self.staging, name), published[key], self.storage_options)
+        for key in set(self.layout.deferred) - set(published):
+            prefix = join_url(self.output_dir, megatron_name(self.stem, key))
+            for ext in (".idx", ".bin"):
+                remove_quietly(prefix + ext, self.storage_options)
+        self.discard()
+        return published
+
+    def discard(self) -> None:
+        for writer in self._writers.values():
+            writer.abort()  # after finalize() only removes leftover temporary files
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def _write_documents(self, sentences: Ragged, per_document: np.ndarray) -> None:
+        writer = self._writer("sequence", sentences.values)
+        bounds = offsets_from_lengths(per_document)
+        for d in range(per_document.size):
+            document = sentences.slice_rows(int(bounds[d]), int(bounds[d + 1]))
+            writer.add_document(document.values, document.lengths)
+
+    def _writer(self, key: str, values: np.ndarray) -> IndexedWriter:
+        if key not in self._writers:
+            dtype = choose_dtype(self.vocab_size) if key in self.layout.groups else values.dtype
+            self._writers[key] = IndexedWriter(os.path.join(self.staging, megatron_name(self.stem, key)), dtype)
+        return self._writers[key]
+
+
+def publish_pair(local_prefix: str, url_prefix: str, storage_options: dict | None = None) -> None:
+    """Publish ``local_prefix.bin/.idx`` at ``url_prefix``: an old .idx goes first, the new one last."""
+    fs, path = url_to_fs(url_prefix, storage_options)
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(path + ".idx")
+    for ext in (".bin", ".idx"):
+        if is_local(fs):
+            os.replace(local_prefix + ext, path + ext)
+        else:
+            fs.put_file(local_prefix + ext, path + ext)
+    if not is_local(fs):
+        fs.invalidate_cache(path.rsplit("/", 1)[0])
+
+
+def merge_megatron(
+    prefix_maps: Sequence[Mapping[str, str]], out_prefix: str, storage_options: dict | None = None
+) -> dict[str, str]:
+    """Join per-chunk outputs (``CacheStats.megatron_prefixes``, in order) key by key into
+    ``{out_prefix}_{key}_document``; streaming (see ``merge_indexed``). Chunks that wrote nothing
+    (no sample survived) are skipped. Returns {key: merged prefix URL}."""
+    maps = [m for m in prefix_maps if m]
+    keys = sorted({k for m in maps for k in m})
+    for i, m in enumerate(maps):
+        if set(m) != set(keys):
+            raise ValueError(
+                f"chunk {i} has megatron keys {sorted(m)} but others have {keys}; a deferred key (loss_weight) "
+                "is written only where fractional: merge the keys all chunks share by passing maps limited to them"
+            )
+    with tempfile.TemporaryDirectory(prefix="h5pipe-merge-") as tmp:
+        merged = {}
+        for key in keys:
+            local = [_local_prefix(m[key], tmp, f"{i}_{key}", storage_options) for i, m in enumerate(maps)]
+            merged[key] = f"{out_prefix}_{key}_document"
+            fs, path = url_to_fs(merged[key], storage_options)
+            if is_local(fs):
+                merge_indexed(local, path)  # publishes atomically itself
+            else:
+                merge_indexed(local, os.path.join(tmp, f"merged_{key}"))
+                publish_pair(os.path.join(tmp, f"merged_{key}"), merged[key], storage_options)
+        return merged
+
+
+def _local_prefix(url_prefix: str, tmp: str, name: str, storage_options: dict | None) -> str:
+    fs, path = url_to_fs(url_prefix, storage_options)
+    if is_local(fs):
+        return path
+    local = os.path.join(tmp, name)
+    for ext in (".bin", ".idx"):
+        fs.get_file(path + ext, local + ext)
+    return local
+
+
+def _staging_dir(output_dir: str, stem: str, storage_options: dict | None) -> str:
+    fs, root = url_to_fs(output_dir, storage_options)
+    if not is_local(fs):
+        return tempfile.mkdtemp(prefix=f"h5pipe-{stem}-")
+    path = os.path.join(root, f".{stem}.megatron-tmp-{uuid.uuid4().hex[:8]}")
+    os.makedirs(path)
+    return path

@@ -1,0 +1,11 @@
+"""The trainer's side: reading h5pipe's HDF5 output as a PyTorch dataset.
+
+Owns ``H5Dataset`` (``dataset``). Importing this package imports torch; the core's root package
+loads it only when ``H5Dataset`` is first asked for.
+
+May import: ``errors``, ``storage``, ``formats``.
+"""
+
+from pipeline_core.loader.dataset import H5Dataset
+
+__all__ = ["H5Dataset"]

@@ -1,0 +1,129 @@
+"""The packing step of the cache stage: ``concat`` (streaming, may split samples) or ``bfd``.
+
+Both turn batches of token-aligned keys into ``bfd.Packs`` (rows, position_ids, cu_seqlens,
+sample_ids). ``fit_batch`` runs first, on the processed batch, so samples the packer cannot take
+become ordinary skipped rows (with file and line, counted by reason): empty samples always, and
+under ``bfd`` samples longer than ``pack_size``, which follow the processor's ``overflow``:
+``truncate`` cuts a single-sequence sample to ``pack_size``; ``drop``, and any over-long DPO pair
+(its documents must share a pack and cannot be cut fairly), skip the sample.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+import numpy as np
+
+from pipeline_core.errors import ConfigError, RowError
+from pipeline_core.formats.keys import KeyLayout
+from pipeline_core.formats.ragged import Ragged
+from pipeline_core.packing.bfd import BfdPacker, Packs, PackStats
+from pipeline_core.packing.concat import DocumentConcatPacker
+from pipeline_core.processors.base import ProcessedBatch
+from pipeline_core.processors.length import truncate
+
+Packing = Literal["concat", "bfd"]
+
+
+class PackStage(Protocol):
+    whole_samples: bool  # True if no sample is ever split across packs
+
+    def add(self, samples: dict[str, Ragged]) -> Packs: ...
+
+    def flush(self) -> Packs: ...
+
+
+class ConcatStage:
+    whole_samples = False
+
+    def __init__(self, layout: KeyLayout, pack_size: int, pad_value: int) -> None:
+        if len(layout.groups) > 1:
+            raise ConfigError(
+                f"this processor writes {len(layout.groups)} sequence groups ({', '.join(layout.groups)}); "
+                "streaming-concat packing would separate them: use packing='bfd' (a pair shares a pack) or pack_size=0"
+            )
+        [length_key] = layout.groups
+        self.packer = DocumentConcatPacker(pack_size, pad_value, length_key)
+
+    def add(self, samples: dict[str, Ragged]) -> Packs:
+        return self.packer.add(samples)
+
+    def flush(self) -> Packs:
+        return self.packer.flush()
+
+
+class BfdStage:
+    whole_samples = True
+
+    def __init__(self, layout: KeyLayout, pack_size: int, pad_value: int, window: int) -> None:
+        self.groups = layout.pack_groups()
+        lengths = {out for group in self.groups for out, key in group.items() if key in layout.groups}
+        pads = {out: pad_value if out in lengths else 0 for out in self.groups[0]}
+        self.packer = BfdPacker(pack_size, pads, window=window, overflow="raise", groups=self.groups)
+
+    def add(self, samples: dict[str, Ragged]) -> Packs:
+        keys = [key for group in self.groups for key in group.values()]
+        n = len(samples[keys[0]])
+        return self.packer.add({k: samples[k][i] for k in keys} for i in range(n))
+
+    def flush(self) -> Packs:
+        return self.packer.flush()
+
+
+def make_pack_stage(layout: KeyLayout, packing: str, pack_size: int, pad_value: int, window: int) -> PackStage:
+    if packing == "concat":
+        return ConcatStage(layout, pack_size, pad_value)
+    if packing == "bfd":
+        return BfdStage(layout, pack_size, pad_value, window)
+    raise ConfigError(f"packing={packing!r} is unknown; choose 'concat' or 'bfd'")
+
+
+def fit_batch(
+    batch: ProcessedBatch, layout: KeyLayout, pack_size: int, overflow: str, whole_samples: bool
+) -> tuple[ProcessedBatch, int]:
+    """(the batch without the samples a packer cannot take, number of samples cut to pack_size)."""
+    if batch.n_samples == 0:
+        return batch, 0
+    lengths = np.stack([batch.samples[k].lengths for k in layout.groups], axis=1)  # [n, groups]
+    total = lengths.sum(axis=1)
+    too_long = (total > pack_size) if whole_samples else np.zeros(batch.n_samples, dtype=bool)
+    cut = too_long & (overflow == "truncate") & (lengths.shape[1] == 1)
+    drop = (lengths.min(axis=1, initial=1) == 0) | (too_long & ~cut)
+    if not drop.any() and not cut.any():
+        return batch, 0
+    samples = {k: _cut(v, pack_size) if k in layout.aligned and cut.any() else v for k, v in batch.samples.items()}
+    errors = [(int(batch.rows[i]), _why(lengths[i], pack_size)) for i in np.flatnonzero(drop)]
+    kept = ~drop
+    fitted = ProcessedBatch(
+        {k: v.keep(kept) for k, v in samples.items()},
+        batch.rows[kept],
+        sorted(batch.errors + errors, key=lambda e: e[0]),
+        batch.truncated,
+    )
+    return fitted, int(cut.sum())
+
+
+def _cut(ragged: Ragged, pack_size: int) -> Ragged:
+    return truncate(ragged, np.full(len(ragged), pack_size))
+
+
+def _why(lengths: np.ndarray, pack_size: int) -> RowError:
+    if lengths.min() == 0:
+        return RowError("empty_sample", "the sample has no tokens, so there is nothing to pack")
+    if lengths.size > 1:
+        parts = "+".join(str(int(n)) for n in lengths)
+        return RowError(
+            "pair_too_long_for_pack",
+            f"the pair has {parts} = {int(lengths.sum())} tokens > pack_size {pack_size}; both documents of a pair "
+            "share one pack: raise pack_size or set max_length so long pairs are cut before packing",
+        )
+    return RowError(
+        "too_long_for_pack",
+        f"the sample has {int(lengths[0])} tokens > pack_size {pack_size}; bfd never splits a sample: raise "
+        "pack_size, set overflow='truncate', or use packing='concat'",
+    )
+
+
+def pack_stats(packs: int, tokens: int, pack_size: int) -> dict:
+    stats = PackStats(pack_size, tokens=tokens, packs=packs)
+    return {"pack_fill": stats.utilisation, "lower_bound_packs": stats.lower_bound_packs}

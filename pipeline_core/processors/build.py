@@ -1,0 +1,69 @@
+"""Build a tokenizer and a processor from plain settings (what a config file or flow holds).
+
+The orchestration layer validates user input with pydantic and hands these dataclasses to the
+core; the core never sees pydantic or Prefect.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+
+from pipeline_core.processors import Processor, ProcessorFactory
+from pipeline_core.processors.normalize import TextNormalizer
+from pipeline_core.tokenizer.auto import AutoTokenizer
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    path: str
+    eos_token: str | None = None
+    bos_token: str | None = None
+    pad_token: str | None = None
+    backend: str = "auto"
+
+    def roles(self) -> dict[str, str]:
+        return {
+            k: v
+            for k, v in (("eos_token", self.eos_token), ("bos_token", self.bos_token), ("pad_token", self.pad_token))
+            if v
+        }
+
+
+@dataclass(frozen=True)
+class ProcessorSpec:
+    processor: str = "pt"
+    strategy: str | None = None
+    strategy_kwargs: dict = field(default_factory=dict)
+    processor_kwargs: dict = field(default_factory=dict)  # e.g. converter, train_on, media
+    normalizer: bool = False
+    normalizer_rules: dict = field(default_factory=dict)
+    max_length: int | None = None
+    overflow: str = "drop"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_lock = threading.Lock()
+_tokenizers: dict[TokenizerSpec, AutoTokenizer] = {}
+
+
+def load_tokenizer(spec: TokenizerSpec) -> AutoTokenizer:
+    """One tokenizer per spec and process: tasks in threads share it (encoding is thread-safe)."""
+    with _lock:
+        if spec not in _tokenizers:
+            _tokenizers[spec] = AutoTokenizer.from_file(spec.path, backend=spec.backend, **spec.roles())
+        return _tokenizers[spec]
+
+
+def build_processor(spec: ProcessorSpec, tokenizer: AutoTokenizer) -> Processor:
+    kwargs = dict(spec.processor_kwargs)
+    kwargs["max_length"], kwargs["overflow"] = spec.max_length, spec.overflow
+    if spec.normalizer or spec.normalizer_rules:
+        kwargs["normalizer"] = TextNormalizer(spec.normalizer_rules or None)
+    if spec.strategy:
+        return ProcessorFactory.create_with_strategy_name(
+            spec.processor, tokenizer, spec.strategy, processor_kwargs=kwargs, **spec.strategy_kwargs
+        )
+    return ProcessorFactory.create(spec.processor, tokenizer, **kwargs)

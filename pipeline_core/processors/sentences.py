@@ -1,0 +1,133 @@
+"""Sentence-level output for pretraining text, as Megatron's and MindSpeed's ``--split-sentences``.
+
+Each document is cut into sentences by an offline splitter (``blingfire``: a finite-state model
+shipped inside its wheel, nothing downloaded at run time). The cut is lossless: whitespace between
+two sentences goes to the start of the second, where byte-level BPE tokenizers put it anyway
+(" World"), so the sentences of a document join back to its exact text. Every sentence is
+tokenized on its own; EOS ends only the last sentence of a document.
+
+``SentenceProcessor`` wraps a ``pt`` processor and returns per document::
+
+    samples["sequence"]          the document's tokens (all its sentences back to back)
+    samples["sentence_lengths"]  its sentences' token counts (int64), summing to the document length
+
+``max_length`` applies to whole documents; ``overflow='truncate'`` keeps the first
+``max_length`` tokens and the sentences they reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from pipeline_core.errors import ConfigError
+from pipeline_core.formats.keys import SENTENCE_LENGTHS, sentence_items  # noqa: F401  (re-exported)
+from pipeline_core.formats.ragged import Ragged, concat_ragged, gather_index, offsets_from_lengths
+from pipeline_core.processors.base import ProcessedBatch, Processor, require_text, split_valid
+from pipeline_core.processors.length import over_length, truncate
+
+Splitter = Callable[[str], list[tuple[int, int]]]  # text -> (start, end) character spans of sentences
+
+
+def _blingfire() -> Splitter:
+    try:
+        import blingfire
+    except ImportError as exc:
+        raise ConfigError("split_sentences needs the blingfire package: pip install blingfire") from exc
+    return lambda text: blingfire.text_to_sentences_and_offsets(text)[1]
+
+
+SPLITTERS: dict[str, Callable[[], Splitter]] = {"blingfire": _blingfire}
+
+
+def sentence_splitter(name: str = "blingfire") -> Splitter:
+    if name not in SPLITTERS:
+        raise ConfigError(f"unknown sentence splitter {name!r}; choose one of {sorted(SPLITTERS)}")
+    return SPLITTERS[name]()
+
+
+def split_sentences(text: str, splitter: Splitter) -> list[str]:
+    """Cut ``text`` at the end of every sentence; ``"".join(result) == text``."""
+    cuts = [end for _, end in splitter(text)[:-1]]
+    bounds = [0, *cuts, len(text)]
+    pieces = [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [p for p in pieces if p] or [text]
+
+
+class SentenceProcessor:
+    """A ``pt`` processor whose documents come out as sentences (see the module docstring)."""
+
+    def __init__(self, processor: Processor, splitter: str = "blingfire") -> None:
+        if processor.type != "pt":
+            raise ConfigError(
+                f"split_sentences works on pretraining text; the {processor.type!r} processor's samples "
+                "are not documents of sentences: use processor 'pt' or split_sentences=False"
+            )
+        self.processor, self.splitter_name = processor, splitter
+        self.split = sentence_splitter(splitter)
+        self.type, self.groups, self.tokenizer = processor.type, processor.groups, processor.tokenizer
+        self._eos = np.asarray([processor.tokenizer.eos_token_id], dtype=np.int32)
+
+    @property
+    def keys(self) -> list[str]:
+        return self.processor.keys
+
+    def describe(self) -> dict:
+        return {**self.processor.describe(), "sentence_splitter": self.splitter_name}
+
+    def _text(self, row: dict) -> str:
+        text = require_text(row, self.processor.text_key)
+        return self.processor.normalizer(text) if self.processor.normalizer else text
+
+    def _encode(self, texts: list[str]) -> tuple[Ragged, Ragged]:
+        """(tokens per document, sentence lengths per document), EOS closing each document."""
+        pieces = [split_sentences(text, self.split) for text in texts]
+        counts = np.array([len(p) for p in pieces], dtype=np.int64)
+        sentences = _end_documents(self.tokenizer.encode_ragged([s for p in pieces for s in p]), counts, self._eos)
+        documents = Ragged(sentences.values, offsets_from_lengths(_sums(sentences.lengths, counts)))
+        return documents, Ragged(sentences.lengths, offsets_from_lengths(counts))
+
+    def process_batch(self, rows: list[dict]) -> ProcessedBatch:
+        pt = self.processor
+        good, positions, errors = split_valid(rows, lambda r: (self._text(r),))
+        documents, per_doc = self._encode([g[0] for g in good])
+        keep, long_errors, truncated = over_length(documents.lengths, None, pt.max_length, pt.overflow)
+        if pt.max_length is not None:
+            documents = truncate(documents, np.full(len(documents), pt.max_length))
+            per_doc = _clip(per_doc, pt.max_length)
+        errors += [(int(positions[i]), e) for i, e in long_errors]
+        kept = np.flatnonzero(keep)
+        samples = {"sequence": documents.select(kept), SENTENCE_LENGTHS: per_doc.select(kept)}
+        return ProcessedBatch(samples, positions[kept], sorted(errors, key=lambda x: x[0]), truncated)
+
+
+def _end_documents(sentences: Ragged, counts: np.ndarray, eos: np.ndarray) -> Ragged:
+    """Append ``eos`` to the last sentence of every document."""
+    is_last = np.zeros(len(sentences), dtype=np.int64)
+    is_last[np.cumsum(counts) - 1] = 1
+    ends = Ragged(np.tile(eos, int(is_last.sum())).astype(sentences.values.dtype), offsets_from_lengths(is_last))
+    return concat_ragged([sentences, ends])
+
+
+def _sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per group of ``counts`` consecutive values, their sum."""
+    ends = np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
+    bounds = offsets_from_lengths(counts)
+    return ends[bounds[1:]] - ends[bounds[:-1]]
+
+
+def _clip(per_doc: Ragged, limit: int) -> Ragged:
+    """Sentence lengths after cutting every document at ``limit`` tokens; emptied sentences removed."""
+    rank = gather_index(np.zeros(len(per_doc), dtype=np.int64), per_doc.lengths)  # sentence index in its document
+    document = np.repeat(np.arange(len(per_doc)), per_doc.lengths)
+    ends = np.minimum(np.cumsum(per_doc.values) - np.repeat(_before(per_doc), per_doc.lengths), limit)
+    starts = np.where(rank > 0, np.concatenate([[0], ends[:-1]]), 0)
+    lengths = ends - starts
+    kept = lengths > 0
+    return Ragged(lengths[kept], offsets_from_lengths(np.bincount(document[kept], minlength=len(per_doc))))
+
+
+def _before(per_doc: Ragged) -> np.ndarray:
+    """Tokens in all earlier documents, per document."""
+    return offsets_from_lengths(_sums(per_doc.values, per_doc.lengths))[:-1]

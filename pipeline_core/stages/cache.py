@@ -1,0 +1,328 @@
+"""The cache stage: JSONL chunk -> tokenized (optionally packed) HDF5, one output per input.
+
+Streaming: the input is read, processed and written batch by batch, so memory is bounded by one
+batch (``batch_size`` rows or ``batch_bytes`` of JSON, whichever comes first; see ``JsonlReader``)
+and the packer's buffer, not by the chunk. Bad rows are quarantined or raised per
+``on_error``; ``rows_read = samples_written + rows_skipped`` always holds and is stored in the file.
+
+Options beyond tokenizing (all recorded in the attributes):
+
+- ``output_format``: ``hdf5``, ``megatron`` (``{stem}_{key}_document.bin/.idx``, see
+  ``megatron_out``) or ``both``;
+- ``packing`` with ``pack_size > 0``: ``concat`` (streaming, the default) or ``bfd`` (whole
+  samples, DPO pairs in one pack, over ``bfd_window`` samples); packed files also hold
+  ``position_ids`` and ``cu_seqlens`` (see ``h5_sink``);
+- ``split_sentences`` (pt only): documents become sentence items (see ``sentences``);
+- ``max_row_bytes`` (default 32 MiB, None: no limit): longer lines are quarantined as
+  ``row_too_large`` without being parsed or held in memory;
+- ``max_error_rate`` (default None: no limit): the chunk fails with ``ErrorRateExceeded`` when more
+  than this share of its rows was quarantined (its errors file is still written).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal, get_args
+
+from pipeline_core.commit.quarantine import ErrorLog, check_max_error_rate
+from pipeline_core.errors import ConfigError
+from pipeline_core.formats.h5 import H5Writer
+from pipeline_core.formats.jsonl import BATCH_BYTES, JsonlReader, LineBatch, check_batch_bounds
+from pipeline_core.formats.keys import KeyLayout
+from pipeline_core.formats.megatron.output import MegatronSink, megatron_name
+from pipeline_core.memory.heap import HeapTrimmer
+from pipeline_core.packing.stage import Packing, PackStage, fit_batch, make_pack_stage
+from pipeline_core.processors.base import Processor
+from pipeline_core.processors.sentences import SentenceProcessor
+from pipeline_core.stages.chunk_writer import ChunkWriter
+from pipeline_core.stages.h5_sink import H5Sink
+from pipeline_core.stages.results import CacheStats
+from pipeline_core.storage.fs import fetch_files, join_url, local_staging, url_to_fs
+from pipeline_core.version import FORMAT_VERSION
+
+BATCH_SIZE = 1024
+MAX_ROW_BYTES = 32 << 20
+OutputFormat = Literal["hdf5", "megatron", "both"]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheOptions:
+    pack_size: int = 0
+    pad_value: int | None = None
+    on_error: str = "skip"
+    batch_size: int = BATCH_SIZE
+    output_format: OutputFormat = "hdf5"
+    packing: Packing = "concat"
+    bfd_window: int = 1000  # samples sorted and placed together by bfd; memory grows with it
+    split_sentences: bool = False
+    sentence_splitter: str = "blingfire"
+    max_row_bytes: int | None = MAX_ROW_BYTES  # longer lines: row_too_large, never parsed
+    max_error_rate: float | None = None  # share of quarantined rows that fails the chunk
+    batch_bytes: int | None = BATCH_BYTES  # a batch also ends at this many bytes of JSON (see JsonlReader)
+
+    def __post_init__(self) -> None:
+        check_max_error_rate(self.max_error_rate)
+        check_batch_bounds(self.batch_size, self.batch_bytes)
+        if self.max_row_bytes is not None and self.max_row_bytes <= 0:
+            raise ConfigError(f"max_row_bytes must be positive or None (no limit), got {self.max_row_bytes}")
+        _choice("output_format", self.output_format, get_args(OutputFormat))
+        _choice("packing", self.packing, get_args(Packing))
+        if self.bfd_window <= 0:
+            raise ConfigError(f"bfd_window must be positive, got {self.bfd_window}; 1000 is a good default")
+        if self.packed and self.output_format == "megatron":
+            raise ConfigError(
+                "packing applies to the HDF5 output and Megatron builds its own samples at load time: "
+                "use output_format='both' or pack_size=0"
+            )
+        if self.packed and self.split_sentences:
+            raise ConfigError("sentence items are not packed: use split_sentences=False or pack_size=0")
+
+    @property
+    def packed(self) -> bool:
+        return self.pack_size > 0
+
+    @property
+    def writes_hdf5(self) -> bool:
+        return self.output_format in ("hdf5", "both")
+
+    @property
+    def writes_megatron(self) -> bool:
+        return self.output_format in ("megatron", "both")
+
+
+def _choice(name: str, value, choices: tuple) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} is unknown; choose one of {', '.join(map(repr, choices))}")
+
+
+def output_stem(input_url: str) -> str:
+    name = str(input_url).rstrip("/").rsplit("/", 1)[-1]
+    return name[: -len(".jsonl")] if name.endswith(".jsonl") else name.rsplit(".", 1)[0]
+
+
+def output_names(input_url: str, output_dir: str) -> tuple[str, str]:
+    """(HDF5 URL, errors URL) for an input: ``train_chunk_0.jsonl`` -> ``train_chunk_0.h5``."""
+    stem = output_stem(input_url)
+    return join_url(output_dir, f"{stem}.h5"), join_url(output_dir, f"{stem}.errors.jsonl")
+
+
+def standing_output(input_url: str, output_dir: str, output_format: str, recorded: str | None = None) -> str:
+    """The file whose presence marks a chunk finished: its HDF5, or with Megatron-only output the
+    .idx of its first key (published after its .bin). Which keys a chunk writes shows only once it
+    is written, so that .idx is the one an earlier run ``recorded`` for this input, when it has
+    the right shape; otherwise the HDF5 name, which such a run never writes."""
+    h5_url, _ = output_names(input_url, output_dir)
+    if output_format != "megatron" or not recorded:
+        return h5_url
+    stem = output_stem(input_url)
+    key = recorded.rsplit("/", 1)[-1][len(stem) + 1 : -len("_document.idx")]
+    if key and recorded == join_url(output_dir, megatron_name(stem, key) + ".idx"):
+        return recorded
+    return h5_url
+
+
+def resolve_pad_value(processor: Processor, pack_size: int, pad_value: int | None) -> int | None:
+    if pack_size <= 0 or pad_value is not None:
+        return pad_value
+    if processor.tokenizer.has_role("pad"):
+        return processor.tokenizer.pad_token_id
+    raise ConfigError("packing needs a pad value: pass pad_value=... or load the tokenizer with pad_token=...")
+
+
+def make_packer(processor: Processor, options: CacheOptions, layout: KeyLayout | None = None) -> PackStage | None:
+    if not options.packed:
+        return None
+    pad = resolve_pad_value(processor, options.pack_size, options.pad_value)
+    layout = layout or KeyLayout.of(processor)
+    return make_pack_stage(layout, options.packing, options.pack_size, pad, options.bfd_window)
+
+
+def open_chunk(
+    h5_path: str | None,
+    input_url: str,
+    output_dir: str,
+    processor: Processor,
+    options: CacheOptions,
+    stats: CacheStats,
+    storage_options: dict | None = None,
+) -> ChunkWriter:
+    """The chunk's outputs: an H5Sink at ``h5_path`` (None: no HDF5) and/or a MegatronSink."""
+    layout = KeyLayout.of(processor)
+    packer = make_packer(processor, options, layout)
+    h5 = H5Sink(H5Writer(h5_path), layout, packer, h5_path + ".deferred") if h5_path else None
+    megatron = None
+    if options.writes_megatron:
+        stem, vocab = output_stem(input_url), processor.tokenizer.vocab_size
+        megatron = MegatronSink(output_dir, stem, layout, vocab, storage_options)
+    fit = None
+    if packer is not None:
+        fit = partial(
+            fit_batch,
+            layout=layout,
+            pack_size=options.pack_size,
+            overflow=processor.overflow,
+            whole_samples=packer.whole_samples,
+        )
+    return ChunkWriter(layout, stats, h5, megatron, fit)
+
+
+def cache_file(
+    input_url: str,
+    output_dir: str,
+    processor: Processor,
+    options: CacheOptions = CacheOptions(),
+    storage_options: dict | None = None,
+) -> CacheStats:
+    """Tokenize one JSONL file into ``{stem}.h5`` (plus ``{stem}.errors.jsonl`` when rows were skipped,
+    and ``{stem}_{key}_document.bin/.idx`` for Megatron output)."""
+    started = time.perf_counter()
+    output_url, errors_url = output_names(input_url, output_dir)
+    if options.split_sentences:
+        processor = SentenceProcessor(processor, options.sentence_splitter)
+    stats = CacheStats(
+        input_url=input_url,
+        output_url=output_url if options.writes_hdf5 else "",
+        pack_size=max(options.pack_size, 0),
+        output_format=options.output_format,
+        packing=options.packing if options.packed else "none",
+    )
+    log = ErrorLog(input_url, options.on_error)
+    reader = JsonlReader(input_url, options.batch_size, storage_options, options.max_row_bytes, options.batch_bytes)
+    with _h5_staging(output_url, options, storage_options) as tmp:
+        chunk = open_chunk(tmp, input_url, output_dir, processor, options, stats, storage_options)
+        try:
+            _cache_batches(reader, processor, chunk, log, stats)
+            log.enforce_rate(stats.rows_read, options.max_error_rate, errors_url, storage_options)
+            chunk.finish()
+            stats.source_sha256 = reader.sha256
+            stats.skipped = log.counts
+            chunk.close(output_attrs(processor, options, stats))
+            # the quarantine file goes out first: the HDF5, published on leaving the block, marks completion
+            stats.errors_url = log.publish(errors_url, storage_options)
+        except BaseException:
+            chunk.discard()
+            raise
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def _cache_batches(
+    reader: JsonlReader, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats
+) -> None:
+    heap = HeapTrimmer()
+    for lines in reader:
+        _cache_batch(lines, processor, chunk, log, stats)
+        del lines  # free its rows before the reader parses the next batch
+        heap.after(reader.bytes_read)
+
+
+def _cache_batch(lines: LineBatch, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats) -> None:
+    stats.rows_read += len(lines)
+    log.add_all(lines.errors)
+    batch = chunk.fit(processor.process_batch(lines.rows))
+    log.add_all([(lines.lines[i], e) for i, e in batch.errors])
+    chunk.write(batch)
+
+
+def _h5_staging(output_url: str, options: CacheOptions, storage_options: dict | None):
+    if options.writes_hdf5:
+        return local_staging(output_url, storage_options, suffix=".h5")
+    return contextlib.nullcontext(None)
+
+
+def output_attrs(processor: Processor, options: CacheOptions, stats: CacheStats) -> dict:
+    tok = processor.tokenizer
+    desc = processor.describe()
+    return {
+        "format_version": FORMAT_VERSION,
+        "tokenizer_fingerprint": tok.fingerprint,
+        "vocab_size": tok.vocab_size,
+        **{
+            f"{role}_id": (getattr(tok, f"{role}_token_id") if tok.has_role(role) else -1)
+            for role in ("bos", "eos", "pad")
+        },
+        **desc,
+        "keys": processor.keys,
+        "source_url": stats.input_url,
+        "source_sha256": stats.source_sha256,
+        "rows_read": stats.rows_read,
+        "samples_written": stats.samples_written,
+        "rows_skipped": stats.rows_skipped,
+        "skipped_by_reason": dict(sorted(stats.skipped.items())),
+        "rows_truncated": stats.rows_truncated,
+        "tokens_written": stats.tokens_written,
+        "deferred_keys": stats.deferred_keys,
+        "output_format": options.output_format,
+        "megatron_keys": stats.megatron_keys,
+        "split_sentences": options.split_sentences,
+        "sentence_splitter": options.sentence_splitter if options.split_sentences else "",
+        "sentences_written": stats.sentences_written,
+        "max_row_bytes": options.max_row_bytes,
+        **_pack_attrs(options, stats, resolve_pad_value(processor, options.pack_size, options.pad_value)),
+    }
+
+
+def _pack_attrs(options: CacheOptions, stats: CacheStats, pad_value: int | None) -> dict:
+    packed = options.packed
+    return {
+        "pack_size": options.pack_size if packed else 0,
+        "pad_value": pad_value if packed else -1,
+        "packing": stats.packing,
+        "bfd_window": options.bfd_window if packed and options.packing == "bfd" else 0,
+        "packs": stats.packs,
+        "pack_fill": stats.pack_fill,
+        "lower_bound_packs": stats.lower_bound_packs,
+        "pack_truncated": stats.pack_truncated,
+        "position_ids_restart": {"concat": "document_and_pack", "bfd": "document"}.get(stats.packing, ""),
+    }
+
+
+def list_inputs(inputs, storage_options: dict | None = None) -> list[str]:
+    """A file, a list of files, or a folder of ``.jsonl`` files -> list of URLs."""
+    if isinstance(inputs, (list, tuple)):
+        return [str(i) for i in inputs]
+    fs, path = url_to_fs(str(inputs), storage_options)
+    if fs.isdir(path):
+        found = fetch_files(str(inputs), ".jsonl", storage_options)
+        if not found:
+            raise FileNotFoundError(f"no .jsonl files in {inputs}")
+        return found
+    if not fs.exists(path):
+        raise FileNotFoundError(f"input {inputs} does not exist")
+    return [str(inputs)]
+
+
+def cache_jsonl(
+    inputs,
+    output_dir: str,
+    processor: Processor,
+    pack_size: int = 0,
+    pad_value: int | None = None,
+    normalizer=None,
+    on_error: str = "skip",
+    storage_options: dict | None = None,
+    batch_size: int = BATCH_SIZE,
+    *,
+    output_format: OutputFormat = "hdf5",
+    packing: Packing = "concat",
+    bfd_window: int = 1000,
+    split_sentences: bool = False,
+) -> list[str]:
+    """Tokenize every input JSONL into one HDF5 in ``output_dir``; returns the HDF5 URLs (with
+    ``output_format='megatron'``: the Megatron prefixes of every input, key by key).
+    The keyword-only settings are CacheOptions'."""
+    if normalizer is not None:
+        processor.normalizer = normalizer
+    options = CacheOptions(
+        pack_size, pad_value, on_error, batch_size, output_format, packing, bfd_window, split_sentences
+    )
+    fs, root = url_to_fs(str(output_dir), storage_options)
+    fs.makedirs(root, exist_ok=True)
+    outputs = []
+    for url in list_inputs(inputs, storage_options):
+        stats = cache_file(url, output_dir, processor, options, storage_options)
+        outputs += [stats.output_url] if options.writes_hdf5 else list(stats.megatron_prefixes.values())
+    return outputs

@@ -1,0 +1,84 @@
+"""The HDF5 output of the cache stage: unpacked, sentence-level or packed.
+
+Unpacked, every key is flat + ``{key}_offsets`` with one item per sample. Sentence-level output
+(``split_sentences``) has one ``sequence`` item per sentence plus ``document_offsets``: document
+``d`` is sentences ``document_offsets[d]:document_offsets[d+1]``.
+
+Packed, token-aligned keys are rows ``[n_packs, pack_size]`` and every pack also has::
+
+    position_ids   int32 [n_packs, pack_size]  0 at every document start (and, under concat, at the
+                                               start of a pack continuing a document), 0 on pads
+    cu_seqlens     int32 flat + cu_seqlens_offsets: pack p's document boundaries
+                   [0, end of doc 1, ..., end of last doc], pads after the last entry
+
+Per-sample keys (``media``) are one JSON list per pack (see ``pack_media``). Deferred keys go
+through a ``DeferredBuffer`` and reach the file only when fractional.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline_core.formats.deferred import DeferredBuffer
+from pipeline_core.formats.h5 import H5Writer
+from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout, sentence_items
+from pipeline_core.formats.ragged import Ragged
+from pipeline_core.packing.bfd import Packs
+from pipeline_core.packing.media import PackMedia
+from pipeline_core.packing.stage import PackStage
+
+
+class H5Sink:
+    def __init__(self, writer: H5Writer, layout: KeyLayout, packer: PackStage | None, deferred_path: str) -> None:
+        self.writer, self.layout, self.packer = writer, layout, packer
+        self.deferred = DeferredBuffer(deferred_path)
+        self._deferred_names = {layout.packed_name(k) for k in layout.deferred} if packer else set(layout.deferred)
+        self._media: PackMedia | None = None
+        self.packs = self.packed_tokens = 0
+
+    def write(self, samples: dict[str, Ragged]) -> None:
+        if self.packer is not None:
+            self._pack(samples)
+        elif SENTENCE_LENGTHS in samples:
+            sentences, per_document = sentence_items(samples)
+            self.writer.append_ragged("sequence", sentences)
+            self.writer.append_lengths("document_offsets", per_document)
+        else:
+            for key, ragged in samples.items():
+                self._sink(key).append_ragged(key, ragged)
+
+    def finish(self) -> list[str]:
+        """Flush the last packs and copy the deferred keys worth keeping; returns those keys."""
+        if self.packer is not None:
+            self._write_packs(self.packer.flush())
+        return self.deferred.copy_into(self.writer)
+
+    def discard(self) -> None:
+        self.deferred.discard()
+
+    def _pack(self, samples: dict[str, Ragged]) -> None:
+        if self._media is None:
+            self._media = PackMedia(self.layout.per_sample(samples), not self.packer.whole_samples)
+        self._media.add(samples)
+        self._write_packs(self.packer.add({k: v for k, v in samples.items() if k in self.layout.aligned}))
+
+    def _write_packs(self, packs: Packs) -> None:
+        if not len(packs):
+            return
+        for key, rows in packs.arrays.items():
+            self._sink(key).append_fixed(key, rows)
+        self.writer.append_fixed("position_ids", packs.position_ids)
+        self.writer.append_ragged("cu_seqlens", Ragged(packs.cu_seqlens, packs.cu_offsets))
+        if self._media is not None:
+            for key, values in self._media.take(packs).items():
+                self.writer.append_ragged(key, values)
+        self.packs += len(packs)
+        self.packed_tokens += int(used_tokens(packs).sum())
+
+    def _sink(self, key: str):
+        return self.deferred if key in self._deferred_names else self.writer
+
+
+def used_tokens(packs: Packs) -> np.ndarray:
+    """Real tokens per pack: the last cu_seqlens entry of each."""
+    return packs.cu_seqlens[packs.cu_offsets[1:] - 1]

@@ -1,0 +1,272 @@
+"""AutoTokenizer: a HuggingFace `tokenizers` tokenizer plus the roles a pipeline needs.
+
+Roles (bos/eos/pad) name tokens of the vocabulary; they come from ``tokenizer_config.json`` when
+the folder has one and can be overridden by keyword. Two encoders are kept:
+
+- ``encode`` / ``encode_batch`` / ``encode_ragged`` for *user text*: special-token strings in the
+  text are encoded as plain text (see backends.py), so data cannot smuggle in control tokens;
+- ``encode_markup`` for *format strings and rendered templates* written by the pipeline itself,
+  where ``<｜im▁start｜>`` must become its single special id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import fsspec
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from pipeline_core.formats.ragged import Ragged
+from pipeline_core.tokenizer.backends import create_backend
+from pipeline_core.tokenizer.chat_template import render_chat_template
+from pipeline_core.tokenizer.derived import fingerprint as derived_fingerprint
+from pipeline_core.tokenizer.protocol import EncodeBackend
+
+ROLES = ("bos", "eos", "pad")
+BOS_TOKEN = "<｜begin▁of▁sentence｜>"
+EOS_TOKEN = "<｜end▁of▁sentence｜>"
+PAD_TOKEN = "<｜▁pad▁｜>"
+IM_START = "<｜im▁start｜>"
+IM_END = "<｜im▁end｜>"
+TRAINED_SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, IM_START, IM_END)
+
+
+class AutoTokenizer:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        roles: dict[str, str | None] | None = None,
+        chat_template: str | None = None,
+        backend: str = "auto",
+    ) -> None:
+        self._markup = tokenizer
+        self._json = tokenizer.to_str()
+        self._backend_choice = backend
+        self._backend: EncodeBackend = create_backend(self._json, backend)
+        self._roles: dict[str, str] = {}
+        self._fingerprint: str | None = None
+        self.chat_template = chat_template
+        for role, token in (roles or {}).items():
+            self._set_role(role, token)
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | Path, backend: str = "auto", **roles: str) -> AutoTokenizer:
+        """Load ``tokenizer.json`` (or a folder holding it, with optional tokenizer_config.json)."""
+        folder, json_url = _locate(str(path))
+        with fsspec.open(json_url, "r", encoding="utf-8") as f:
+            tokenizer = Tokenizer.from_str(f.read())
+        config = _read_config(folder) if folder else {}
+        merged = {r: _token_content(config.get(f"{r}_token")) for r in ROLES}
+        merged.update({_role_name(k): v for k, v in roles.items()})
+        return cls(tokenizer, merged, _chat_template_of(config), backend)
+
+    @classmethod
+    def train(
+        cls, texts_or_files: Iterable[str] | str | Path, vocab_size: int, min_frequency: int = 2
+    ) -> AutoTokenizer:
+        """Train a byte-level BPE with the built-in control and ChatML tokens."""
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        special = [AddedToken(t, special=True, normalized=False) for t in TRAINED_SPECIAL_TOKENS]
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=special,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        files = _training_files(texts_or_files)
+        if files is not None:
+            tok.train(files, trainer)
+        else:
+            tok.train_from_iterator(texts_or_files, trainer)
+        return cls(tok, {"bos": BOS_TOKEN, "eos": EOS_TOKEN, "pad": PAD_TOKEN})
+
+    def save(self, folder: str | Path) -> None:
+        fs, root = fsspec.core.url_to_fs(str(folder))
+        fs.makedirs(root, exist_ok=True)
+        with fs.open(f"{root}/tokenizer.json", "w", encoding="utf-8") as f:
+            f.write(self._json)
+        config = {f"{r}_token": self._roles.get(r) for r in ROLES}
+        if self.chat_template:
+            config["chat_template"] = self.chat_template
+        with fs.open(f"{root}/tokenizer_config.json", "w", encoding="utf-8") as f:
+            json.dump(config, f, ensure_ascii=False, indent=2)
+
+    # ---- encoding -----------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        return self._backend.encode_batch([text])[0].tolist()
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.encode_ragged(texts).to_lists()
+
+    def encode_ragged(self, texts: Sequence[str]) -> Ragged:
+        """The hot path: a whole batch in one backend call, as flat ids plus offsets."""
+        return self._backend.encode_batch(list(texts))
+
+    def encode_markup(self, text: str) -> list[int]:
+        """Encode pipeline-written text: special-token strings become their special ids."""
+        return self._markup.encode(text, add_special_tokens=False).ids
+
+    def encode_markup_with_offsets(self, text: str) -> tuple[list[int], list[int]]:
+        """``encode_markup(text)`` and the start character of each token in ``text``."""
+        encoding = self._markup.encode(text, add_special_tokens=False)
+        return encoding.ids, [start for start, _ in encoding.offsets]
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
+        return self._markup.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    @property
+    def backend_name(self) -> str:
+        return self._backend.name
+
+    @property
+    def vocab_size(self) -> int:
+        return self._markup.get_vocab_size(with_added_tokens=True)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._markup.token_to_id(token)
+
+    @property
+    def special_tokens(self) -> list[str]:
+        return [t.content for t in self._markup.get_added_tokens_decoder().values() if t.special]
+
+    # ---- roles --------------------------------------------------------------------------
+    def _set_role(self, role: str, token: str | None) -> None:
+        if role not in ROLES:
+            raise ValueError(f"unknown tokenizer role {role!r}; roles are {', '.join(ROLES)}")
+        self._fingerprint = None
+        if token is None:
+            self._roles.pop(role, None)
+            return
+        if self._markup.token_to_id(token) is None:
+            raise ValueError(
+                f"{role}_token {token!r} is not in the tokenizer's vocabulary; roles that can be "
+                f"set: {', '.join(r + '_token' for r in ROLES)}; special tokens of this "
+                f"tokenizer: {self.special_tokens}"
+            )
+        self._roles[role] = token
+
+    def __getattr__(self, name: str):
+        role, _, kind = name.partition("_")
+        if name == "pad_id":
+            role, kind = "pad", "token_id"
+        if role in ROLES and kind in ("token", "token_id") and not name.startswith("__"):
+            token = self.__dict__.get("_roles", {}).get(role)
+            if token is None:
+                raise AttributeError(
+                    f"this tokenizer has no {role}_token; pass {role}_token=... to "
+                    f"AutoTokenizer.from_file or set it in tokenizer_config.json"
+                )
+            return token if kind == "token" else self._markup.token_to_id(token)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def has_role(self, role: str) -> bool:
+        return role in self._roles
+
+    @property
+    def roles(self) -> dict[str, str]:
+        return dict(self._roles)
+
+    @property
+    def stop_ids(self) -> list[int]:
+        """Ids that end a generation: eos, plus the ChatML end token when the vocabulary has it."""
+        ids = [self.eos_token_id]
+        im_end = self._markup.token_to_id(IM_END)
+        if im_end is not None and im_end not in ids:
+            ids.append(im_end)
+        return ids
+
+    # ---- chat templates -----------------------------------------------------------------
+    def set_chat_template(self, jinja_source: str) -> None:
+        self.chat_template = jinja_source
+
+    def apply_chat_template(
+        self,
+        messages: list[dict],
+        add_generation_prompt: bool = False,
+        tokenize: bool = True,
+        tools: list[dict] | None = None,
+        **variables,
+    ) -> str | list[int]:
+        if not self.chat_template:
+            raise ValueError(
+                "this tokenizer has no chat_template; call set_chat_template(...) or add "
+                "'chat_template' to tokenizer_config.json"
+            )
+        text = render_chat_template(
+            self.chat_template, messages, add_generation_prompt, tools, **self.template_variables(), **variables
+        )
+        return self.encode_markup(text) if tokenize else text
+
+    def template_variables(self) -> dict[str, str]:
+        return {f"{role}_token": token for role, token in self._roles.items()}
+
+    # ---- identity -----------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the canonical tokenizer.json plus the roles: the tokenizer part of cache keys.
+
+        Recorded per tokenizer.json and roles (tokenizer_derived.py); roles are fixed after construction.
+        """
+        if self._fingerprint is None:
+            self._fingerprint = derived_fingerprint(self._json, json.dumps(self._roles, sort_keys=True))
+        return self._fingerprint
+
+    def __repr__(self) -> str:
+        return f"AutoTokenizer(vocab_size={self.vocab_size}, roles={self._roles}, backend={self.backend_name})"
+
+
+def _role_name(keyword: str) -> str:
+    if not keyword.endswith("_token"):
+        raise TypeError(f"unexpected keyword {keyword!r}; roles are {', '.join(r + '_token' for r in ROLES)}")
+    return keyword[: -len("_token")]
+
+
+def _locate(path: str) -> tuple[str | None, str]:
+    """(folder holding the tokenizer or None, URL of tokenizer.json)."""
+    fs, root = fsspec.core.url_to_fs(path)
+    protocol = path.split("://")[0] + "://" if "://" in path else ""
+    if fs.isdir(root):
+        if not fs.exists(f"{root}/tokenizer.json"):
+            raise FileNotFoundError(f"{path} is a folder without tokenizer.json")
+        return f"{protocol}{root}", f"{protocol}{root}/tokenizer.json"
+    if not fs.exists(root):
+        raise FileNotFoundError(f"no tokenizer at {path}; give a tokenizer.json or a folder holding one")
+    folder = root.rsplit("/", 1)[0] if "/" in root else "."
+    has_config = fs.exists(f"{folder}/tokenizer_config.json")
+    return (f"{protocol}{folder}" if has_config else None), f"{protocol}{root}"
+
+
+def _read_config(folder: str) -> dict:
+    url = f"{folder}/tokenizer_config.json"
+    fs, root = fsspec.core.url_to_fs(url)
+    if not fs.exists(root):
+        return {}
+    with fs.open(root, "r", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _token_content(value) -> str | None:
+    """tokenizer_config.json stores a role as a string or as an AddedToken dict."""
+    if isinstance(value, dict):
+        return value.get("content")
+    return value
+
+
+def _chat_template_of(config: dict) -> str | None:
+    template = config.get("chat_template")
+    if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
+        named = {t.get("name"): t.get("template") for t in template}
+        return named.get("default") or next(iter(named.values()), None)
+    return template
+
+
+def _training_files(source) -> list[str] | None:
+    if isinstance(source, (str, Path)):
+        return [str(source)]
+    return None
