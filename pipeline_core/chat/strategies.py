@@ -137,6 +137,13 @@ def _blocks(*starts_and_ends: str) -> BlockWrappers:
 
 
 class ChatMLStrategy(TurnStrategy):
+    """ChatML turns: ``<im_start>role\n`` + content + ``<im_end>\n`` for system, user and assistant.
+
+    The markers are format tokens (encoded with ``encode_markup``); the assistant's content and its
+    end marker are the trained span. Every marker is a constructor argument, so another ChatML-like
+    format needs no subclass.
+    """
+
     def __init__(
         self,
         tokenizer: AutoTokenizer,
@@ -176,6 +183,12 @@ class ChatMLStrategy(TurnStrategy):
 
 
 class AlpacaStrategy(TurnStrategy):
+    """Alpaca's layout: ``### Instruction:`` / ``### Response:`` headers, the response ending in ``response_suffix``.
+
+    The trained span is the response text and its suffix (the tokenizer's eos by default). The
+    instruction's ``input`` column, when present, is joined to the instruction by the converter.
+    """
+
     def __init__(
         self,
         tokenizer: AutoTokenizer,
@@ -224,6 +237,13 @@ class AlpacaStrategy(TurnStrategy):
 
 
 class StrategyFactory:
+    """The registry of prompt strategies: ``StrategyFactory.create("chatml", tokenizer, **kwargs)``.
+
+    Built in: ``chatml``, ``alpaca`` and ``template`` (the tokenizer's own chat template). An unknown
+    name or a wrong keyword is a ``ConfigError`` listing what is registered; register another with
+    ``@StrategyFactory.register("name")`` on a ``PromptStrategy`` subclass.
+    """
+
     _registry: dict[str, type[PromptStrategy]] = {}
 
     @classmethod

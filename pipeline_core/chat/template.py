@@ -56,6 +56,12 @@ EDGE_SEARCH = 8  # tokens either side of the guessed edge that are tried
 
 @StrategyFactory.register("template")
 class TemplateStrategy(PromptStrategy):
+    """The tokenizer's own Jinja chat template, with ids equal to ``apply_chat_template`` and an exact mask.
+
+    How the assistant spans are found, and when a template or a row is refused, is described at
+    the top of this module. ``template=`` overrides the tokenizer's template.
+    """
+
     def __init__(self, tokenizer: AutoTokenizer, template: str | None = None) -> None:
         super().__init__(tokenizer)
         self.template = template or tokenizer.chat_template

@@ -37,7 +37,7 @@ class H5Writer:
 
     def __init__(self, path: str) -> None:
         self.file = h5py.File(path, "w", libver="latest")
-        self.file.attrs["format_version"] = FORMAT_VERSION
+        self.file.attrs["format_version"] = str(FORMAT_VERSION)  # h5py stores plain str only
         self._datasets: dict[str, h5py.Dataset] = {}
         self._ends: dict[str, int] = {}
 
@@ -100,6 +100,8 @@ def _extend(dataset: h5py.Dataset, values: np.ndarray) -> None:
 def encode_attr(value):
     if value is None or isinstance(value, (dict, list, tuple)):
         return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if isinstance(value, str):
+        return str(value)  # a str subclass (FORMAT_VERSION) has no HDF5 type; its plain text has
     return value
 
 
@@ -168,6 +170,7 @@ def outside_reference(group: h5py.Group, seen: set | None = None) -> str | None:
 
 
 def read_attrs(url: str, storage_options: dict | None = None) -> dict:
+    """The file attributes of an h5pipe HDF5 file (tokenizer, processor, packing, counts), decoded."""
     with open_h5(url, storage_options) as f:
         return {k: decode_attr(v) for k, v in f.attrs.items()}
 

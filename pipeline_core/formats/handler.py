@@ -7,6 +7,11 @@ from pipeline_core.storage import fs
 
 
 class IOHandler:
+    """The design's one entry point for file access: HDF5 save/load/attributes and fsspec listings.
+
+    Each method is the module function of the same name (``formats.h5``, ``storage.fs``); use
+    either.
+    """
     save_h5 = staticmethod(h5.save_h5)
     load_h5 = staticmethod(h5.load_h5)
     read_attrs = staticmethod(h5.read_attrs)

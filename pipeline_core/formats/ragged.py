@@ -16,6 +16,13 @@ import numpy as np
 
 @dataclass(frozen=True, slots=True)
 class Ragged:
+    """Variable-length sequences as one flat ``values`` array plus ``offsets`` (the shape of every key).
+
+    Sequence ``i`` is ``values[offsets[i]:offsets[i + 1]]``; ``offsets`` is int64, starts at 0 and
+    ends at ``len(values)``. Written to HDF5 as ``{key}`` and ``{key}_offsets``, so any sample is one
+    slice.
+    """
+
     values: np.ndarray  # 1-D, all sequences back to back
     offsets: np.ndarray  # int64, len(sequences) + 1, starts at 0, ends at len(values)
 

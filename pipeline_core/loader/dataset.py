@@ -32,6 +32,15 @@ from pipeline_core.storage.fs import fetch_files, is_local, url_to_fs
 
 
 class H5Dataset(Dataset):
+    """A PyTorch ``Dataset`` over a folder (local or any fsspec URL) of h5pipe HDF5 files.
+
+    ``ds[i]`` is ``{key: tensor}``: a packed row of every ``[n, pack_size]`` key plus its
+    ``cu_seqlens``, or one sample's slice of every flat key. Items count across the files in natural
+    order; only files marked complete are read. Works with ``DataLoader`` workers (handles are opened
+    per process); ``share_memory=True`` loads everything once into shared memory. See the module
+    docstring for remote folders and the download cache.
+    """
+
     def __init__(
         self,
         path_or_url: str | os.PathLike,

@@ -42,6 +42,13 @@ def _as_1d(value) -> np.ndarray:
 
 
 class SequencePacker:
+    """Packs 1-D sequences end to end into ``[n, pack_size]`` rows, aligned keys in lockstep.
+
+    ``add(batch)`` returns the full packs the batch completes; ``flush()`` the padded tail. A
+    sequence may continue in the next pack (concatenation packing, as pretraining does); booleans pad
+    with False, other keys with ``pad_value``. See the module docstring for an example.
+    """
+
     def __init__(self, pack_size: int, pad_value: int | None = None) -> None:
         self.pack_size = int(pack_size)
         if self.enabled and pad_value is None:

@@ -46,6 +46,15 @@ class ProcessedBatch:
 
 
 class Processor(ABC):
+    """Turns a batch of rows into token sequences and their aligned keys; the unit the cache stage runs.
+
+    ``process_batch(rows)`` returns a ``ProcessedBatch``: a ``Ragged`` per output key (``sequence``
+    and its ``loss_mask`` for sft, ``chosen``/``rejected`` and their masks for dpo) plus the rows
+    that could not become samples, each with a reason. ``groups`` declares which keys are aligned
+    token for token, so packing and writing keep them in lockstep. Subclasses register with
+    ``ProcessorFactory.register("type")``.
+    """
+
     type: ClassVar[str]
     # each group is a length key followed by the keys aligned with it (same length per sample)
     groups: ClassVar[dict[str, tuple[str, ...]]]
@@ -159,6 +168,13 @@ ProcessorClass = type[Processor]
 
 
 class ProcessorFactory:
+    """The registry of processors: ``ProcessorFactory.create("sft", tokenizer, strategy="chatml", **kwargs)``.
+
+    Built in: ``pt`` (pretraining text), ``sft`` and ``dpo``; sft and dpo default to the chatml
+    strategy, and ``strategy`` may be a strategy object or a registered name. An unknown type is
+    a ``ConfigError`` that lists the registered ones.
+    """
+
     _registry: dict[str, ProcessorClass] = {}
 
     @classmethod

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-DEFAULT_REPLACEMENTS: dict[str, str] = {
+
+class Replacements(dict):
+    """The default replacement table, ``{character: replacement}``: typographic quotes, dashes,
+    ellipsis, no-break and ideographic spaces and full-width ASCII punctuation, each folded onto its
+    ASCII form. ``TextNormalizer(use_defaults=True)`` applies it; full-width CJK punctuation is left
+    alone (see the module docstring).
+    """
+
+
+DEFAULT_REPLACEMENTS: dict[str, str] = Replacements({
     "\u2018": "'",  # left single quote
     "\u2019": "'",  # right single quote
     "\u201a": "'",  # single low-9 quote
@@ -33,7 +42,7 @@ DEFAULT_REPLACEMENTS: dict[str, str] = {
     "\uff1a": ":",
     "\uff1b": ";",
     "\uff1f": "?",
-}
+})
 
 
 class TextNormalizer:

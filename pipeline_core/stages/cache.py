@@ -50,6 +50,14 @@ OutputFormat = Literal["hdf5", "megatron", "both"]
 
 @dataclass(frozen=True, slots=True)
 class CacheOptions:
+    """How the cache stage writes a chunk: packing, output format, error policy and batch bounds.
+
+    ``pack_size=0`` writes one sample per item; ``pack_size>0`` packs (``packing="concat"`` or
+    ``"bfd"``) with ``pad_value`` (default: the tokenizer's pad id). ``on_error`` is ``"skip"``
+    (quarantine and count) or ``"raise"``; ``max_error_rate`` fails a chunk whose share of rejected
+    rows is higher. Impossible combinations are a ``ConfigError`` at construction.
+    """
+
     pack_size: int = 0
     pad_value: int | None = None
     on_error: str = "skip"

@@ -64,6 +64,7 @@ def fetch_files(directory: str, suffix: str | None = None, storage_options: dict
 
 
 def fetch_folders(root_dir: str, storage_options: dict | None = None) -> list[str]:
+    """Folders directly inside ``root_dir``, as URLs of the same protocol, in natural order."""
     fs, root = url_to_fs(root_dir, storage_options)
     prefix = protocol_prefix(root_dir)
     fs.invalidate_cache(root)

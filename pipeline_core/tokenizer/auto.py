@@ -34,6 +34,21 @@ TRAINED_SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, IM_START, IM_END)
 
 
 class AutoTokenizer:
+    """A HuggingFace ``tokenizer.json`` with its roles and chat template, encoding through the fastest exact backend.
+
+        tok = AutoTokenizer.from_file("tokenizer.json")      # tokenizer_config.json beside it is read too
+        tok.encode_ragged(["hello", "world"])                # Ragged int32 ids (encode_batch: lists)
+        tok.encode_markup("<|im_start|>user\\n")            # format text: special tokens become their ids
+        tok.eos_token_id, tok.pad_token_id, tok.chat_template
+
+    Two encoders sit behind one interface: user text goes through ``encode_ragged`` (special-token
+    strings in data are encoded as ordinary text, so data can never smuggle in a control token) and
+    strategies' markup through ``encode_markup``. ``backend="auto"`` serves user text with gigatoken
+    when it reproduces the ``tokenizers`` library id for id on the probe texts (see
+    ``tokenizer.backends``), else with ``tokenizers`` itself; ``fingerprint`` names the vocabulary
+    and roles and keys every cache built with this tokenizer.
+    """
+
     def __init__(
         self,
         tokenizer: Tokenizer,
