@@ -46,6 +46,7 @@ def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, obj
         process_func=params.process_func,
         on_error=params.on_error,
         process_func_hash=source_hash(load_process_func(params.process_func)),
+        source_kwargs=params.source_options(),
     )
     from pipeline_core.sources import open_source
 
@@ -56,6 +57,7 @@ def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, obj
         streaming=params.streaming,
         seed=params.seed,
         storage_options=dict(storage) or None,
+        **params.source_options(),
     )
     job.source_fingerprint = source.fingerprint
     return job, source

@@ -87,17 +87,33 @@ class RunOptions(BaseModel):
 class ExportParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    source: str = Field(..., description="hub id, local file/folder, fsspec URL, or dataset_info YAML")
+    source: str = Field(..., description="hub id, local file/folder, fsspec URL, or dataset_info YAML/JSON")
     output: str = Field(..., description="folder URL for the JSONL chunks")
     prefix: str = Field("train", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     chunk_size: int = Field(1_000_000, gt=0)
     split: str = "train"
+    subset: str | None = Field(None, description="a hub dataset's config name")
+    converter: str | None = Field(None, description="alpaca | sharegpt | pair | messages | text ... (one dataset)")
+    datasets: list[str] | None = Field(None, description="dataset_info: the entries to export (default all)")
+    dataset_dir: str | None = Field(None, description="dataset_info: the folder relative paths resolve against")
+    dataset_info: bool | None = Field(None, description="read the source as a dataset_info (default: by content)")
+    total: int | None = Field(None, gt=0, description="dataset_info: rows in the mixed output")
     streaming: bool = False
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     process_func: str | None = Field(None, description="'module:function' applied to each row")
     on_error: Literal["skip", "raise"] = "skip"
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
+
+    @field_validator("datasets", mode="before")
+    @classmethod
+    def _comma_list(cls, value):
+        return [n.strip() for n in value.split(",") if n.strip()] if isinstance(value, str) else value
+
+    def source_options(self) -> dict:
+        """The ``open_source`` options besides split/streaming/seed that are set (empty by default)."""
+        keys = ("subset", "converter", "datasets", "dataset_dir", "dataset_info", "total")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
 
 class CacheParams(BaseModel):
