@@ -98,6 +98,7 @@ class ExportParams(BaseModel):
     dataset_dir: str | None = Field(None, description="dataset_info: the folder relative paths resolve against")
     dataset_info: bool | None = Field(None, description="read the source as a dataset_info (default: by content)")
     total: int | None = Field(None, gt=0, description="dataset_info: rows in the mixed output")
+    limit: int | None = Field(None, gt=0, description="export only the first N rows (a trial run)")
     streaming: bool = False
     seed: int = Field(0, ge=0)
     process_func: str | None = Field(None, description="'module:function' applied to each row")
@@ -112,7 +113,7 @@ class ExportParams(BaseModel):
 
     def source_options(self) -> dict:
         """The ``open_source`` options besides split/streaming/seed that are set (empty by default)."""
-        keys = ("subset", "converter", "datasets", "dataset_dir", "dataset_info", "total")
+        keys = ("subset", "converter", "datasets", "dataset_dir", "dataset_info", "total", "limit")
         return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
 
@@ -149,6 +150,7 @@ class CacheParams(BaseModel):
     batch_bytes: int | None = Field(
         BATCH_BYTES, gt=0, description="... or before this many bytes of JSON: the stage's memory follows it"
     )
+    limit: int | None = Field(None, gt=0, description="cache only the first N input chunks (a trial run)")
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
 

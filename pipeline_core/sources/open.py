@@ -23,6 +23,7 @@ from pipeline_core.sources.convert import ConverterSpec, converter_label, resolv
 from pipeline_core.sources.dataset_info import DatasetEntry, load_dataset_info
 from pipeline_core.sources.detect import Location, locate
 from pipeline_core.sources.fingerprint import digest, files_fingerprint, rows_fingerprint, tree_fingerprint
+from pipeline_core.sources.limit import LimitedSource
 from pipeline_core.sources.load import hub_revision, load_files, load_repo, load_saved, pick_split
 from pipeline_core.sources.mixture import MixtureSource, Part
 from pipeline_core.sources.remote import local_copies
@@ -44,6 +45,7 @@ class SourceOptions:
     total: int | None = None  # dataset_info only: rows in the mixed output (default: see mixing)
     dataset_dir: str | None = None  # dataset_info only: the folder relative names resolve against
     dataset_info: bool | None = None  # a file is a dataset_info: None by its content, True/False forced
+    limit: int | None = None  # only the first rows (a trial run)
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
@@ -52,6 +54,10 @@ class SourceOptions:
             isinstance(self.total, bool) or not isinstance(self.total, int) or self.total < 1
         ):
             raise ConfigError(f"total must be a positive number of rows, got {self.total!r}")
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1
+        ):
+            raise ConfigError(f"limit must be a positive number of rows, got {self.limit!r}")
         if isinstance(self.datasets, str):
             raise ConfigError(f"datasets must be a list of dataset names, got the string {self.datasets!r}")
 
@@ -70,12 +76,20 @@ def open_source(
     total: int | None = None,
     dataset_dir: str | None = None,
     dataset_info: bool | None = None,
+    limit: int | None = None,
 ) -> Source:
     """A ``Source`` for ``source``; the options are those of ``SourceOptions``."""
     opts = SourceOptions(
         split, streaming, storage_options, seed, converter, name, subset, datasets, total, dataset_dir, dataset_info
     )
-    if isinstance(source, (DatasetSource, MixtureSource)):
+    if limit is not None:
+        SourceOptions(limit=limit)  # checked
+        return LimitedSource(_open(source, opts, storage_options, dataset_info), limit)
+    return _open(source, opts, storage_options, dataset_info)
+
+
+def _open(source, opts: SourceOptions, storage_options: dict | None, dataset_info: bool | None) -> Source:
+    if isinstance(source, (DatasetSource, MixtureSource, LimitedSource)):
         if opts != SourceOptions(storage_options=storage_options):
             raise ConfigError("options apply when a source is opened; pass them to open_source, not with a Source")
         return source
