@@ -105,6 +105,10 @@ def _cache_run(params: CacheParams) -> dict:
     logger = get_run_logger()
     storage = params.run.storage.to_fsspec()
     protect_secrets(storage)
+    if params.val_size is not None or params.shuffle:  # split/permute first, then one run per split
+        from flows.splits_flow import run_splits
+
+        return run_splits(params, storage, _cache_run)
     job = make_job(params)
     inputs = chunk_inputs(params.input, storage, params.limit)
     sweep_outputs(params.output, storage, logger)

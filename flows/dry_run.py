@@ -30,6 +30,8 @@ def cache_plan(params: CacheParams) -> dict:
     storage = _storage(params)
     job = make_job(params)  # the tokenizer loads and the processor builds, as a run checks first
     inputs = chunk_inputs(params.input, storage, params.limit)
+    if params.val_size is not None or params.shuffle:
+        return _split_plan(params, inputs, storage)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
     earlier = committer.previous_by_input()
     committed = [earlier.get(u) for u in inputs]
@@ -54,6 +56,25 @@ def export_plan(params: ExportParams) -> dict:
     plan = plan_exports(job, n, committer.previous(), storage, params.run.trust_stamps)
     names = [join_url(params.output, chunk_name(params.prefix, i)) for i in range(n)]
     return {**_report("export", params.output, names, plan), "rows": source.num_rows, "datasets": datasets}
+
+
+def _split_plan(params: CacheParams, inputs: list[str], storage: dict) -> dict:
+    """A split run's plan: rows per split (the shards and their chunks exist only once it runs)."""
+    from flows.splits_flow import split_options
+    from pipeline_core.stages.splits import count_rows
+
+    rows = sum(count_rows(u, storage) for u in inputs)
+    validation = split_options(params).validation_count(rows)
+    splits = {"train": rows - validation, **({"validation": validation} if params.val_size is not None else {})}
+    return {
+        "stage": "cache",
+        "output": params.output,
+        "inputs": len(inputs),
+        "rows": rows,
+        "splits": splits,
+        "shuffle": params.shuffle,
+        "written": False,
+    }
 
 
 def _storage(params) -> dict:

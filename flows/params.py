@@ -151,6 +151,16 @@ class CacheParams(BaseModel):
         BATCH_BYTES, gt=0, description="... or before this many bytes of JSON: the stage's memory follows it"
     )
     limit: int | None = Field(None, gt=0, description="cache only the first N input chunks (a trial run)")
+    val_size: float | None = Field(
+        None,
+        gt=0,
+        description="validation rows: a fraction (< 1) or a count; writes OUTPUT/train and OUTPUT/validation",
+    )
+    shuffle: bool = Field(False, description="permute the rows across all chunks (seeded) before packing")
+    seed: int = Field(0, ge=0, description="seed of the validation draw and the shuffle")
+    shuffle_bucket_bytes: int = Field(
+        256 << 20, gt=0, description="shuffle: rows held in memory at once, in bytes of JSON (one bucket)"
+    )
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
 
@@ -168,6 +178,13 @@ class CacheParams(BaseModel):
         if not self.input:
             raise ValueError("input is required: a JSONL file, a folder of chunks, or a list of files")
         return self
+
+    @field_validator("val_size")
+    @classmethod
+    def _whole_count(cls, value: float | None) -> float | None:
+        if value is not None and value >= 1 and value != int(value):
+            raise ValueError(f"val_size is a fraction below 1 or a whole count of rows, got {value}")
+        return value
 
     def processor_spec(self) -> ProcessorSpec:
         return ProcessorSpec(
