@@ -169,6 +169,26 @@ def verify(
 
 
 @app.command()
+def merge(
+    input: Annotated[
+        str, Opt("--input", help="a cache output folder with Megatron files (output_format megatron|both)")
+    ],
+    output: Annotated[str, Opt(help="the merged prefix, e.g. merged/all: merged/all_text_document.bin/.idx")],
+    endpoint_url: Annotated[str | None, Opt(help="S3-compatible endpoint")] = None,
+) -> None:
+    """Merge the per-chunk Megatron/MindSpeed files of a cache output into one dataset per key."""
+    from pipeline_core.errors import ConfigError
+    from pipeline_core.stages.merge import merge_output
+
+    storage = {"endpoint_url": endpoint_url} if endpoint_url else None
+    try:
+        merged = merge_output(input, output, storage)
+    except (ConfigError, ValueError) as e:
+        _fail(f"h5pipe merge: {e}", 2)
+    typer.echo(json.dumps(merged, indent=2))
+
+
+@app.command()
 def serve(
     name: Annotated[
         list[str] | None, Opt("--name", help="deployment to serve, e.g. h5pipe-cache/sample (default: all)")

@@ -135,7 +135,12 @@ class CacheParams(BaseModel):
         "concat", description="concat: stream documents end to end; bfd: whole samples, best fit"
     )
     bfd_window: int = Field(1000, gt=0, description="samples considered at once by bfd (bounds memory)")
-    output_format: Literal["hdf5", "megatron", "both"] = "hdf5"
+    output_format: Literal["hdf5", "megatron", "both", "mindspeed"] = Field(
+        "hdf5", description="mindspeed: MindSpeed-LLM's _packed_{input_ids,attention_mask,labels}_document"
+    )
+    json_keys: list[str] | None = Field(
+        None, description="pt: the JSON keys to tokenize, as Megatron's --json-keys (default text); one dataset each"
+    )
     split_sentences: bool = Field(False, description="pt only: one item per sentence, document boundaries kept")
     normalizer: bool = False
     normalizer_rules: dict[str, str] = Field(default_factory=dict)
@@ -186,12 +191,25 @@ class CacheParams(BaseModel):
             raise ValueError(f"val_size is a fraction below 1 or a whole count of rows, got {value}")
         return value
 
+    @model_validator(mode="after")
+    def _json_keys_fit(self):
+        if self.json_keys is None:
+            return self
+        if self.processor != "pt":
+            raise ValueError(f"json_keys names pretraining text fields; the {self.processor} processor reads its own")
+        if len(self.json_keys) > 1 and (self.pack_size or self.split_sentences):
+            raise ValueError("several json_keys are tokenized apart: use pack_size=0 and split_sentences=False")
+        return self
+
     def processor_spec(self) -> ProcessorSpec:
+        kwargs = dict(self.processor_kwargs)
+        if self.json_keys:
+            kwargs["text_keys"] = list(self.json_keys)
         return ProcessorSpec(
             self.processor,
             self.strategy,
             dict(self.strategy_kwargs),
-            dict(self.processor_kwargs),
+            kwargs,
             self.normalizer,
             dict(self.normalizer_rules),
             self.max_length,

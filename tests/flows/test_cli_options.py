@@ -139,3 +139,32 @@ def test_cache_dry_run_plans_from_the_manifest(c4_chunks, gpt2_path, tmp_path):
     again = runner.invoke(app, [*args, *out, "--dry-run"]).stdout
     after = json.loads(again[again.index("{") :])
     assert (after["chunks"], after["cached"], after["to_do"]) == (3, 2, 1)
+
+
+def test_megatron_outputs_from_the_cli_merge_with_the_cli(c4_chunks, gpt2_path, tmp_path):
+    from tests.pipeline_core.stages.test_megatron_names import mindspeed_read, read
+
+    args = ["cache", "--input", str(tmp_path / "in"), "--tokenizer", str(gpt2_path), "--eos-token", "<|endoftext|>"]
+    result = runner.invoke(
+        app, [*args, "--output", str(tmp_path / "m"), "--output-format", "megatron", "--json-keys", "text"]
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "m").glob("*.idx")) == [
+        f"train_chunk_{i}_text_document.idx" for i in range(3)
+    ]
+    merged = runner.invoke(app, ["merge", "--input", str(tmp_path / "m"), "--output", str(tmp_path / "all" / "c4")])
+    assert merged.exit_code == 0, merged.output
+    seqs, documents, _ = read(tmp_path / "all" / "c4_text_document")
+    assert len(seqs) == 300 and documents == list(range(301))
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "a.jsonl").write_text(
+        "".join(json.dumps({"query": f"q {i}", "response": f"a {i}"}) + "\n" for i in range(20))
+    )
+    sft = ["cache", "--input", str(tmp_path / "sft"), "--tokenizer", str(gpt2_path), "--processor", "sft"]
+    result = runner.invoke(
+        app, [*sft, "--output", str(tmp_path / "ms"), "--output-format", "mindspeed", "--pad-token", "<|endoftext|>"]
+    )
+    assert result.exit_code == 0, result.output
+    assert len(mindspeed_read(str(tmp_path / "ms" / "a"))) == 20
+    bad = runner.invoke(app, [*sft, "--output", str(tmp_path / "x"), "--json-keys", "a,b"])
+    assert bad.exit_code == 2 and "json_keys" in bad.output
