@@ -89,8 +89,9 @@ def prepare_splits(
     splits = SPLITS if options.val_size is not None else SPLITS[:1]
     with tempfile.TemporaryDirectory(prefix="h5pipe-splits-") as tmp:
         if options.shuffle:
-            sizes = [_size(u, storage_options) for u in inputs]
-            buckets = max(1, math.ceil(sum(sizes) / options.bucket_bytes))
+            size = sum(_size(u, storage_options) for u in inputs)
+            share = {"validation": len(validation) / max(total, 1), "train": 1 - len(validation) / max(total, 1)}
+            buckets = {s: max(1, math.ceil(size * share[s] / options.bucket_bytes)) for s in SPLITS}
             written = _shuffled(inputs, counts, validation, buckets, options.seed, tmp, storage_options)
         else:
             written = _in_order(inputs, validation, tmp, storage_options)
@@ -139,17 +140,21 @@ def _in_order(inputs, validation: np.ndarray, tmp: str, storage_options) -> dict
     return written
 
 
-def _shuffled(inputs, counts, validation, buckets: int, seed: int, tmp: str, storage_options) -> dict[str, list[str]]:
-    """Pass 1: rows to random bucket files per split; pass 2: each bucket permuted into a shard."""
-    files = {s: [os.path.join(tmp, f"{s}.bucket_{b}") for b in range(buckets)] for s in SPLITS}
+def _shuffled(
+    inputs, counts, validation, buckets: dict[str, int], seed: int, tmp: str, storage_options
+) -> dict[str, list[str]]:
+    """Pass 1: rows to random bucket files per split (``buckets[split]`` of them, each about
+    ``bucket_bytes``); pass 2: each bucket permuted into a shard."""
+    files = {s: [os.path.join(tmp, f"{s}.bucket_{b}") for b in range(buckets[s])] for s in SPLITS}
     handles = {s: [open(p, "wb") for p in paths] for s, paths in files.items()}  # noqa: SIM115 - closed below
     try:
         start = 0
         for i, (url, n) in enumerate(zip(inputs, counts)):
-            draws = np.random.default_rng([seed, BUCKET_STREAM, i]).integers(buckets, size=n)
+            rng = np.random.default_rng([seed, BUCKET_STREAM, i])
+            draws = {s: rng.integers(buckets[s], size=n) for s in SPLITS}
             for k, line in enumerate(iter_lines(url, storage_options)):
                 split = "validation" if _is_in(validation, start + k) else "train"
-                handles[split][int(draws[k])].write(line)
+                handles[split][int(draws[split][k])].write(line)
             start += n
     finally:
         for group in handles.values():
