@@ -49,6 +49,7 @@ class Flag:
 
     @property
     def required(self) -> bool:
+        """Whether the model requires the field (then the flag is required too)."""
         return self.field.is_required()
 
 

@@ -24,6 +24,7 @@ SPLITS_RECORD = "h5pipe-splits.json"
 
 
 def split_options(params: CacheParams) -> SplitOptions:
+    """The core's split settings from the flow parameters."""
     return SplitOptions(params.val_size, params.seed, params.shuffle, params.shuffle_bucket_bytes)
 
 

@@ -38,6 +38,7 @@ class PretrainProcessor(Processor):
         self._eos = np.asarray([tokenizer.eos_token_id], dtype=np.int32)
 
     def describe(self) -> dict:
+        """The base settings, plus ``text_keys`` when there are several."""
         extra = {"text_keys": self.text_keys} if len(self.text_keys) > 1 else {}
         return {**super().describe(), **extra}
 

@@ -136,9 +136,12 @@ class Resolver:
     dataset_dir: str | None = None
 
     def file_name(self, name: str) -> str:
+        """A v0 ``file_name``: relative to ``dataset_dir``, else the file's folder."""
         return resolve(self.dataset_dir or self.folder, name)
 
     def path(self, entry: str, name: str) -> str:
+        """A v1 local ``path`` of entry ``entry``: relative to ``dataset_dir``, else the working
+        directory; a ``ConfigError`` with the fix when nothing is there."""
         if self.dataset_dir or "://" in self.folder:
             return resolve(self.dataset_dir or self.folder, name)
         if os.path.isabs(name) or "://" in name or os.path.exists(name):

@@ -20,9 +20,11 @@ class LimitedSource(RowsFromRecords):
 
     @property
     def fingerprint(self) -> str:
+        """The source's fingerprint and the limit: another limit is other rows."""
         return digest("limit", self.source.fingerprint, self.limit)
 
     def records(self, start: int = 0, stop: int | None = None) -> Iterator[Record]:
+        """The source's records ``start..stop-1``, never past the limit."""
         stop = self.limit if stop is None else min(stop, self.limit)
         if self.source.num_rows is None:
             return islice(self.source.records(start), max(stop - start, 0))

@@ -50,6 +50,7 @@ class MindSpeedSink:
         self._writers = {k: IndexedWriter(os.path.join(self.staging, megatron_name(stem, k)), np.int32) for k in KEYS}
 
     def write(self, samples: dict[str, Ragged]) -> None:
+        """Add a batch's samples (or, packed, the packs they complete)."""
         weights = samples.get("loss_weight")
         if weights is not None and is_fractional(weights.values):
             raise ConfigError("MindSpeed's layout has no per-token loss weights; use output_format hdf5 to keep them")
@@ -59,12 +60,14 @@ class MindSpeedSink:
         self._add_packs(self.packer.add({k: v for k, v in samples.items() if k in self.layout.aligned}))
 
     def finish(self) -> None:
+        """Write the last packs and finalize the three datasets in staging."""
         if self.packer is not None:
             self._add_packs(self.packer.flush())
         for writer in self._writers.values():
             writer.finalize()
 
     def kept_keys(self) -> list[str]:
+        """The file keys published: always the three of the layout."""
         return list(KEYS)
 
     def publish(self) -> dict[str, str]:
@@ -78,6 +81,7 @@ class MindSpeedSink:
         return published
 
     def discard(self) -> None:
+        """Drop the staging files (after ``publish`` only what is left over)."""
         for writer in self._writers.values():
             writer.abort()
         shutil.rmtree(self.staging, ignore_errors=True)

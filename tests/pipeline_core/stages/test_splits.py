@@ -74,7 +74,9 @@ def test_shuffle_mixes_chunks_and_differs_from_the_input_order(tmp_path):
     assert order != list(range(100)) and sorted(order) == list(range(100))
     first_shard = rows_of(prepared.shards["train"][:1])
     assert {g < 50 for g in first_shard} == {True, False}  # a shard holds rows of both chunks
-    assert len(prepared.shards["train"]) == math.ceil(sum(os.path.getsize(u) for u in inputs) / 1000)  # no validation: all rows
+    assert len(prepared.shards["train"]) == math.ceil(
+        sum(os.path.getsize(u) for u in inputs) / 1000
+    )  # no validation: all rows
 
 
 def test_shuffle_reads_one_bucket_at_a_time(tmp_path, monkeypatch):
