@@ -81,7 +81,14 @@ def export_totals(results: list[ExportChunkResult], cached: list[bool], source) 
         "failed_by_reason": dict(sorted(failed.items())),
         "rows_by_dataset": dict(sorted(datasets.items())),
         "datasets": {name: _dataset_counts(counts, datasets, results) for name, counts in source.summary().items()},
+        **_not_loadable(source),
     }
+
+
+def _not_loadable(source) -> dict:
+    """dataset_info entries left unselected that h5pipe could not load, with the reason (if any)."""
+    skipped = getattr(getattr(source, "source", source), "not_loadable", None)
+    return {"datasets_not_loadable": dict(sorted(skipped.items()))} if skipped else {}
 
 
 def _dataset_counts(counts, rows_read: dict[str, int], results: list[ExportChunkResult]) -> dict:

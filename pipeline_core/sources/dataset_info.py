@@ -124,6 +124,8 @@ class DatasetInfo:
         own = self.raw[name].get("dataset_dir") if isinstance(self.raw[name], Mapping) else None
         if own is not None and not isinstance(own, str):
             raise ConfigError(f"dataset {name!r}: dataset_dir must be a folder path, got {own!r}")
+        if own and "://" not in own:
+            own = os.path.abspath(os.path.expanduser(own))
         return Resolver(self.folder, own or self.dataset_dir)
 
 
@@ -144,8 +146,10 @@ class Resolver:
         directory; a ``ConfigError`` with the fix when nothing is there."""
         if self.dataset_dir or "://" in self.folder:
             return resolve(self.dataset_dir or self.folder, name)
-        if os.path.isabs(name) or "://" in name or os.path.exists(name):
+        if "://" in name:
             return name
+        if os.path.isabs(name) or os.path.exists(name):
+            return os.path.abspath(name)  # workers in other folders read the same file
         beside = resolve(self.folder, name)
         hint = f"but {beside} exists; set dataset_dir: {self.folder}" if os.path.exists(beside) else "set dataset_dir"
         raise ConfigError(
@@ -180,6 +184,8 @@ def dataset_info(
     if not isinstance(data, Mapping) or not data:
         raise ConfigError(f"{where} must map dataset names to entries, got {type(data).__name__}: {data!r:.80}")
     env = {k: os.environ[k] for k in ("USE_MODELSCOPE_HUB", "USE_OPENMIND_HUB") if k in os.environ}
+    if dataset_dir and "://" not in dataset_dir:
+        dataset_dir = os.path.abspath(os.path.expanduser(dataset_dir))
     return DatasetInfo(data, folder, v0_default, where, dataset_dir, env)
 
 

@@ -191,15 +191,17 @@ def _open_dataset_info(url: str, opts: SourceOptions) -> MixtureSource:
         if getattr(opts, key) != default:
             raise ConfigError(f"{key} is set per dataset in a dataset_info file; remove {key}={getattr(opts, key)!r}")
     info = load_dataset_info(url, opts.storage_options, opts.dataset_dir)
+    unusable = {} if opts.datasets is None else info.unusable(skip=opts.datasets)
     if opts.datasets is None:
         _all_usable(info)
-    else:
-        for other, reason in info.unusable(skip=opts.datasets).items():
-            log.info("dataset_info %s: entry %r is not selected and could not be loaded: %s", url, other, reason)
+    for other, reason in unusable.items():
+        log.info("dataset_info %s: entry %r is not selected and could not be loaded: %s", url, other, reason)
     entries = info.entries(opts.datasets)
     parts = [Part(entry, _open_entry(entry, opts)) for entry in entries]
     name = opts.name or posixpath.splitext(posixpath.basename(str(url)))[0]
-    return MixtureSource(parts, name=name, seed=opts.seed, total=opts.total)
+    source = MixtureSource(parts, name=name, seed=opts.seed, total=opts.total)
+    source.not_loadable = unusable  # unselected entries h5pipe could not load, with the reason
+    return source
 
 
 def _all_usable(info) -> None:

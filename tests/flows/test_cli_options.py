@@ -114,7 +114,11 @@ def test_version():
 
 
 def test_export_selects_dataset_info_entries_and_dry_run_writes_nothing(llamafactory, tmp_path):
-    info = llamafactory / "dataset_info.json"
+    entries = json.loads((llamafactory / "dataset_info.json").read_text())
+    entries = {k: {**v, "file_name": str(llamafactory / v["file_name"])} for k, v in entries.items()}
+    entries["deepctrl"] = {"ms_hub_url": "deepctrl/deepctrl-sft-data"}  # as in LLaMA-Factory's full file
+    info = tmp_path / "dataset_info.json"
+    info.write_text(json.dumps(entries))
     args = ["export", "--source", str(info), "--dataset", "identity,c4_demo", "--chunk-size", "100"]
     plan = runner.invoke(app, [*args, "--output", str(tmp_path / "dry"), "--dry-run"])
     assert plan.exit_code == 0, plan.output
@@ -123,6 +127,8 @@ def test_export_selects_dataset_info_entries_and_dry_run_writes_nothing(llamafac
     assert not (tmp_path / "dry").exists()
     result = runner.invoke(app, [*args, "--output", str(tmp_path / "out"), "--limit", "150"])
     assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert "ModelScope" in summary["datasets_not_loadable"]["deepctrl"]  # listed, not fatal
     rows = [json.loads(line) for f in sorted((tmp_path / "out").glob("*.jsonl")) for line in f.open()]
     assert len(rows) == 150 and {r["_source"] for r in rows} <= {"identity", "c4_demo"}
     again = runner.invoke(app, [*args, "--output", str(tmp_path / "out"), "--limit", "150", "--dry-run"])
