@@ -13,15 +13,32 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from flows.cli_options import Parameter, model_command
+from typer.core import TyperGroup
 
 # Prefect's temporary server (used when PREFECT_API_URL is unset) can take longer than its default
 # 20 s to start on a busy 2-core machine; give it more room unless the user chose a value.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
+
+class _Group(TyperGroup):
+    """Typer's group, with the stage commands built only when one is asked for: their options come
+    from the pydantic models, whose import costs most of a second, so ``h5pipe inspect`` and
+    ``h5pipe verify`` do not pay for them."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return [*STAGES, *(n for n in super().list_commands(ctx) if n not in STAGES)]
+
+    def get_command(self, ctx, cmd_name: str):
+        if cmd_name in STAGES and cmd_name not in self.commands:
+            self.add_command(stage_command(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="h5pipe: raw LLM training data -> training-ready HDF5."
+    add_completion=False,
+    no_args_is_help=True,
+    help="h5pipe: raw LLM training data -> training-ready HDF5.",
+    cls=_Group,
 )
 
 Opt = typer.Option
@@ -81,7 +98,9 @@ def _print_summary(result: dict) -> None:
     typer.echo(json.dumps(result.get("summary", result), indent=2, default=str))
 
 
-def _dry_run_option() -> Parameter:
+def _dry_run_option():
+    from inspect import Parameter
+
     option = typer.Option(False, "--dry-run", help="show the plan (chunks, cached, to do) and write nothing")
     return Parameter("dry_run", Parameter.KEYWORD_ONLY, default=option, annotation=bool)
 
@@ -105,19 +124,24 @@ def _stage(flow_name: str, model):
     return run_stage
 
 
-def _register_stages() -> None:
-    from flows.params import CacheParams, ExportParams
-
-    stages = (
-        ("export", ExportParams, "Export a dataset (or dataset_info entries) to JSONL chunks."),
-        ("cache", CacheParams, "Tokenize JSONL chunks into HDF5 (and/or Megatron files)."),
-    )
-    for name, model, doc in stages:
-        command = model_command(model, _stage(name, model), [_dry_run_option()], doc)
-        app.command(name)(command)
+STAGES = {
+    "export": ("ExportParams", "Export a dataset (or dataset_info entries) to JSONL chunks."),
+    "cache": ("CacheParams", "Tokenize JSONL chunks into HDF5 (and/or Megatron/MindSpeed files)."),
+}
 
 
-_register_stages()
+def stage_command(name: str):
+    """The click command of stage ``name``, its options generated from its pydantic model."""
+    import flows.params
+    from flows.cli_options import model_command
+
+    model_name, doc = STAGES[name]
+    model = getattr(flows.params, model_name)
+    single = typer.Typer(add_completion=False)
+    single.command(name)(model_command(model, _stage(name, model), [_dry_run_option()], doc))
+    command = typer.main.get_command(single)
+    command.name = name
+    return command
 
 
 @app.command()
