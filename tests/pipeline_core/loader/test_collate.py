@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from pipeline_core import H5Dataset, ProcessorFactory, cache_jsonl, h5_collate, load_h5
@@ -133,3 +135,28 @@ def test_dpo_style_keys_get_their_own_labels_and_masks(tmp_path):
 def test_importing_the_core_does_not_import_torch():
     code = "import sys, pipeline_core; assert 'torch' not in sys.modules; pipeline_core.h5_collate; assert 'torch' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    samples=st.lists(
+        st.lists(st.tuples(st.integers(0, 70000), st.booleans()), min_size=1, max_size=20), min_size=1, max_size=9
+    ),
+    pad_id=st.integers(0, 5),
+)
+def test_unpacked_collate_is_undone_by_its_attention_mask(samples, pad_id):
+    items = []
+    for sample in samples:
+        ids = torch.tensor([t for t, _ in sample], dtype=torch.int64)
+        mask = torch.tensor([m for _, m in sample])
+        items.append({"sequence": ids, "loss_mask": mask, "labels": torch.where(mask, ids, -100)})
+    batch = H5Collate(pad_id)(items)
+    width = max(len(s) for s in samples)
+    assert batch["input_ids"].shape == batch["labels"].shape == (len(samples), width)
+    for row, item in enumerate(items):
+        n = int(batch["attention_mask"][row].sum())
+        assert n == len(item["sequence"]) and batch["attention_mask"][row, :n].all()
+        assert torch.equal(batch["input_ids"][row, :n], item["sequence"])
+        assert torch.equal(batch["labels"][row, :n], item["labels"])
+        assert (batch["input_ids"][row, n:] == pad_id).all() and (batch["labels"][row, n:] == -100).all()
+        assert not batch["loss_mask"][row, n:].any()
