@@ -26,18 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "packing": {"processors", "formats"},
     "sources": {"converters", "storage"},
     "commit": {"storage", "formats"},
-    "stages": {
-        "memory",
-        "storage",
-        "formats",
-        "tokenizer",
-        "converters",
-        "chat",
-        "processors",
-        "packing",
-        "sources",
-        "commit",
-    },
+    "stages": {"memory", "storage", "formats", "tokenizer", "converters", "chat", "processors", "packing", "sources", "commit"},
     "loader": {"storage", "formats"},
 }
 
@@ -62,9 +51,7 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(
-                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
-                )
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
             if base.split(".")[0] != "pipeline_core":
                 continue
             for alias in node.names:  # `from pkg import submodule` depends on the submodule, not on pkg
@@ -144,9 +131,7 @@ def test_the_core_never_imports_orchestration():
                 else []
             )
             for name in names:
-                assert name.split(".")[0] not in ("prefect", "prefect_dask", "tasks", "flows"), (
-                    f"{path}: imports {name}"
-                )
+                assert name.split(".")[0] not in ("prefect", "prefect_dask", "tasks", "flows"), f"{path}: imports {name}"
 
 
 def test_the_checker_sees_a_circle(tmp_path, monkeypatch):
