@@ -70,9 +70,9 @@ def check_error_rates(results, max_rate: float | None) -> None:
         raise ErrorRateExceeded("\n".join(problems))
 
 
-def chunk_inputs(value: str | list[str], storage: dict) -> list[str]:
-    """The JSONL chunks to cache; quarantine files (``*.errors.jsonl``) are never inputs."""
-    return [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")]
+def chunk_inputs(value: str | list[str], storage: dict, limit: int | None = None) -> list[str]:
+    """The JSONL chunks to cache (the first ``limit``); quarantine files (``*.errors.jsonl``) are never inputs."""
+    return [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")][:limit]
 
 
 def _run_todo(plan: Plan, task, job: CacheJob, inputs, committed, storage, progress, committer) -> ChunkOutcome:
@@ -105,8 +105,12 @@ def _cache_run(params: CacheParams) -> dict:
     logger = get_run_logger()
     storage = params.run.storage.to_fsspec()
     protect_secrets(storage)
+    if params.val_size is not None or params.shuffle:  # split/permute first, then one run per split
+        from flows.splits_flow import run_splits
+
+        return run_splits(params, storage, _cache_run)
     job = make_job(params)
-    inputs = chunk_inputs(params.input, storage)
+    inputs = chunk_inputs(params.input, storage, params.limit)
     sweep_outputs(params.output, storage, logger)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
     earlier = committer.previous_by_input()

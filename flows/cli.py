@@ -13,16 +13,58 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 # Prefect's temporary server (used when PREFECT_API_URL is unset) can take longer than its default
 # 20 s to start on a busy 2-core machine; give it more room unless the user chose a value.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
+
+class _Group(TyperGroup):
+    """Typer's group, with the stage commands built only when one is asked for: their options come
+    from the pydantic models, whose import costs most of a second, so ``h5pipe inspect`` and
+    ``h5pipe verify`` do not pay for them."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return [*STAGES, *(n for n in super().list_commands(ctx) if n not in STAGES)]
+
+    def get_command(self, ctx, cmd_name: str):
+        if cmd_name in STAGES and cmd_name not in self.commands:
+            self.add_command(stage_command(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="h5pipe: raw LLM training data -> training-ready HDF5."
+    add_completion=False,
+    no_args_is_help=True,
+    help="h5pipe: raw LLM training data -> training-ready HDF5.",
+    cls=_Group,
 )
 
 Opt = typer.Option
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from pipeline_core.version import FORMAT_VERSION
+
+        try:
+            installed = version("h5pipe")
+        except PackageNotFoundError:  # run from a checkout
+            installed = "unknown"
+        typer.echo(f"h5pipe {installed} (HDF5 format {FORMAT_VERSION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, Opt("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """h5pipe: raw LLM training data -> training-ready HDF5."""
 
 
 def _fail(message: str, code: int) -> None:
@@ -56,84 +98,50 @@ def _print_summary(result: dict) -> None:
     typer.echo(json.dumps(result.get("summary", result), indent=2, default=str))
 
 
-@app.command()
-def export(
-    source: Annotated[str, Opt(help="hub id, local file/folder, fsspec URL or dataset_info YAML")],
-    output: Annotated[str, Opt(help="folder URL for the JSONL chunks")],
-    chunk_size: Annotated[int, Opt(help="input rows per chunk")] = 1_000_000,
-    prefix: Annotated[str, Opt(help="chunk file prefix")] = "train",
-    split: Annotated[str, Opt()] = "train",
-    streaming: Annotated[bool, Opt(help="never materialise the dataset")] = False,
-    process_func: Annotated[str | None, Opt(help="'module:function' applied to each row")] = None,
-    endpoint_url: Annotated[str | None, Opt(help="S3-compatible endpoint")] = None,
-    max_workers: Annotated[int, Opt()] = 2,
-) -> None:
-    """Export a dataset to JSONL chunks."""
-    from flows.params import ExportParams
+def _dry_run_option():
+    from inspect import Parameter
 
-    run = {"max_workers": max_workers, "storage": {"endpoint_url": endpoint_url}}
-    params = _validated(
-        ExportParams,
-        dict(
-            source=source,
-            output=output,
-            chunk_size=chunk_size,
-            prefix=prefix,
-            split=split,
-            streaming=streaming,
-            process_func=process_func,
-            run=run,
-        ),
-    )
-    _print_summary(_run_flow("export", params))
+    option = typer.Option(False, "--dry-run", help="show the plan (chunks, cached, to do) and write nothing")
+    return Parameter("dry_run", Parameter.KEYWORD_ONLY, default=option, annotation=bool)
 
 
-@app.command()
-def cache(
-    input: Annotated[str, Opt("--input", help="JSONL file or folder of chunks")],
-    output: Annotated[str, Opt(help="folder URL for the HDF5 files")],
-    tokenizer: Annotated[str, Opt(help="tokenizer.json or a folder holding it")],
-    processor: Annotated[str, Opt(help="pt | sft | dpo")] = "pt",
-    strategy: Annotated[str | None, Opt(help="chatml | alpaca | template")] = None,
-    pack_size: Annotated[int, Opt(help="0 = no packing")] = 0,
-    pad_value: Annotated[int | None, Opt()] = None,
-    eos_token: Annotated[str | None, Opt()] = None,
-    bos_token: Annotated[str | None, Opt()] = None,
-    pad_token: Annotated[str | None, Opt()] = None,
-    max_length: Annotated[int | None, Opt()] = None,
-    overflow: Annotated[str, Opt(help="drop | truncate")] = "drop",
-    on_error: Annotated[str, Opt(help="skip | raise")] = "skip",
-    normalize: Annotated[bool, Opt(help="apply the default text normalizer")] = False,
-    packing: Annotated[str, Opt(help="concat | bfd (whole samples, best fit)")] = "concat",
-    output_format: Annotated[str, Opt(help="hdf5 | megatron | both")] = "hdf5",
-    split_sentences: Annotated[bool, Opt(help="pt: one item per sentence")] = False,
-    overwrite: Annotated[bool, Opt(help="replace outputs written with other settings")] = False,
-    task_runner: Annotated[str, Opt(help="threads | processes | dask")] = "threads",
-    max_workers: Annotated[int, Opt()] = 2,
-    endpoint_url: Annotated[str | None, Opt(help="S3-compatible endpoint")] = None,
-) -> None:
-    """Tokenize JSONL chunks into HDF5."""
-    from flows.params import CacheParams
+def _stage(flow_name: str, model):
+    """``data`` (the flags given, nested like the YAML) validated, then planned or run."""
 
-    data = dict(
-        input=input,
-        output=output,
-        processor=processor,
-        strategy=strategy,
-        pack_size=pack_size,
-        pad_value=pad_value,
-        tokenizer={"path": tokenizer, "eos_token": eos_token, "bos_token": bos_token, "pad_token": pad_token},
-        max_length=max_length,
-        overflow=overflow,
-        on_error=on_error,
-        normalizer=normalize,
-        packing=packing,
-        output_format=output_format,
-        split_sentences=split_sentences,
-        overwrite=overwrite,
-        run={"task_runner": task_runner, "max_workers": max_workers, "storage": {"endpoint_url": endpoint_url}},
-    )
-    _print_summary(_run_flow("cache", _validated(CacheParams, data)))
+    def run_stage(data: dict, dry_run: bool = False) -> None:
+        params = _validated(model, data)
+        if dry_run:
+            from flows.dry_run import dry_run as plan
+
+            try:
+                typer.echo(json.dumps(plan(flow_name, params), indent=2, default=str))
+            except Exception as e:  # noqa: BLE001 - a plan that cannot be made is a bad config
+                _fail(f"h5pipe {flow_name} --dry-run: {type(e).__name__}: {e}", 2)
+            return
+        _print_summary(_run_flow(flow_name, params))
+
+    run_stage.__name__ = flow_name
+    return run_stage
+
+
+STAGES = {
+    "export": ("ExportParams", "Export a dataset (or dataset_info entries) to JSONL chunks."),
+    "cache": ("CacheParams", "Tokenize JSONL chunks into HDF5 (and/or Megatron/MindSpeed files)."),
+}
+
+
+def stage_command(name: str):
+    """The click command of stage ``name``, its options generated from its pydantic model."""
+    import flows.params
+    from flows.cli_options import model_command
+
+    model_name, doc = STAGES[name]
+    model = getattr(flows.params, model_name)
+    single = typer.Typer(add_completion=False)
+    single.command(name)(model_command(model, _stage(name, model), [_dry_run_option()], doc))
+    command = typer.main.get_command(single)
+    command.name = name
+    return command
 
 
 @app.command()
@@ -182,6 +190,26 @@ def verify(
     typer.echo("\n".join(report.lines()))
     if not report.ok:
         raise typer.Exit(1)
+
+
+@app.command()
+def merge(
+    input: Annotated[
+        str, Opt("--input", help="a cache output folder with Megatron files (output_format megatron|both)")
+    ],
+    output: Annotated[str, Opt(help="the merged prefix, e.g. merged/all: merged/all_text_document.bin/.idx")],
+    endpoint_url: Annotated[str | None, Opt(help="S3-compatible endpoint")] = None,
+) -> None:
+    """Merge the per-chunk Megatron/MindSpeed files of a cache output into one dataset per key."""
+    from pipeline_core.errors import ConfigError
+    from pipeline_core.stages.merge import merge_output
+
+    storage = {"endpoint_url": endpoint_url} if endpoint_url else None
+    try:
+        merged = merge_output(input, output, storage)
+    except (ConfigError, ValueError) as e:
+        _fail(f"h5pipe merge: {e}", 2)
+    typer.echo(json.dumps(merged, indent=2))
 
 
 @app.command()

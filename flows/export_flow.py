@@ -46,6 +46,7 @@ def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, obj
         process_func=params.process_func,
         on_error=params.on_error,
         process_func_hash=source_hash(load_process_func(params.process_func)),
+        source_kwargs=params.source_options(),
     )
     from pipeline_core.sources import open_source
 
@@ -56,6 +57,7 @@ def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, obj
         streaming=params.streaming,
         seed=params.seed,
         storage_options=dict(storage) or None,
+        **params.source_options(),
     )
     job.source_fingerprint = source.fingerprint
     return job, source
@@ -79,7 +81,14 @@ def export_totals(results: list[ExportChunkResult], cached: list[bool], source) 
         "failed_by_reason": dict(sorted(failed.items())),
         "rows_by_dataset": dict(sorted(datasets.items())),
         "datasets": {name: _dataset_counts(counts, datasets, results) for name, counts in source.summary().items()},
+        **_not_loadable(source),
     }
+
+
+def _not_loadable(source) -> dict:
+    """dataset_info entries left unselected that h5pipe could not load, with the reason (if any)."""
+    skipped = getattr(getattr(source, "source", source), "not_loadable", None)
+    return {"datasets_not_loadable": dict(sorted(skipped.items()))} if skipped else {}
 
 
 def _dataset_counts(counts, rows_read: dict[str, int], results: list[ExportChunkResult]) -> dict:

@@ -87,17 +87,34 @@ class RunOptions(BaseModel):
 class ExportParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    source: str = Field(..., description="hub id, local file/folder, fsspec URL, or dataset_info YAML")
+    source: str = Field(..., description="hub id, local file/folder, fsspec URL, or dataset_info YAML/JSON")
     output: str = Field(..., description="folder URL for the JSONL chunks")
     prefix: str = Field("train", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     chunk_size: int = Field(1_000_000, gt=0)
     split: str = "train"
+    subset: str | None = Field(None, description="a hub dataset's config name")
+    converter: str | None = Field(None, description="alpaca | sharegpt | pair | messages | text ... (one dataset)")
+    datasets: list[str] | None = Field(None, description="dataset_info: the entries to export (default all)")
+    dataset_dir: str | None = Field(None, description="dataset_info: the folder relative paths resolve against")
+    dataset_info: bool | None = Field(None, description="read the source as a dataset_info (default: by content)")
+    total: int | None = Field(None, gt=0, description="dataset_info: rows in the mixed output")
+    limit: int | None = Field(None, gt=0, description="export only the first N rows (a trial run)")
     streaming: bool = False
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     process_func: str | None = Field(None, description="'module:function' applied to each row")
     on_error: Literal["skip", "raise"] = "skip"
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
+
+    @field_validator("datasets", mode="before")
+    @classmethod
+    def _comma_list(cls, value):
+        return [n.strip() for n in value.split(",") if n.strip()] if isinstance(value, str) else value
+
+    def source_options(self) -> dict:
+        """The ``open_source`` options besides split/streaming/seed that are set (empty by default)."""
+        keys = ("subset", "converter", "datasets", "dataset_dir", "dataset_info", "total", "limit")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
 
 class CacheParams(BaseModel):
@@ -118,7 +135,12 @@ class CacheParams(BaseModel):
         "concat", description="concat: stream documents end to end; bfd: whole samples, best fit"
     )
     bfd_window: int = Field(1000, gt=0, description="samples considered at once by bfd (bounds memory)")
-    output_format: Literal["hdf5", "megatron", "both"] = "hdf5"
+    output_format: Literal["hdf5", "megatron", "both", "mindspeed"] = Field(
+        "hdf5", description="mindspeed: MindSpeed-LLM's _packed_{input_ids,attention_mask,labels}_document"
+    )
+    json_keys: list[str] | None = Field(
+        None, description="pt: the JSON keys to tokenize, as Megatron's --json-keys (default text); one dataset each"
+    )
     split_sentences: bool = Field(False, description="pt only: one item per sentence, document boundaries kept")
     normalizer: bool = False
     normalizer_rules: dict[str, str] = Field(default_factory=dict)
@@ -132,6 +154,17 @@ class CacheParams(BaseModel):
     batch_size: int = Field(1024, gt=0, description="a batch ends after this many rows")
     batch_bytes: int | None = Field(
         BATCH_BYTES, gt=0, description="... or before this many bytes of JSON: the stage's memory follows it"
+    )
+    limit: int | None = Field(None, gt=0, description="cache only the first N input chunks (a trial run)")
+    val_size: float | None = Field(
+        None,
+        gt=0,
+        description="validation rows: a fraction (< 1) or a count; writes OUTPUT/train and OUTPUT/validation",
+    )
+    shuffle: bool = Field(False, description="permute the rows across all chunks (seeded) before packing")
+    seed: int = Field(0, ge=0, description="seed of the validation draw and the shuffle")
+    shuffle_bucket_bytes: int = Field(
+        256 << 20, gt=0, description="shuffle: rows held in memory at once, in bytes of JSON (one bucket)"
     )
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
@@ -151,12 +184,32 @@ class CacheParams(BaseModel):
             raise ValueError("input is required: a JSONL file, a folder of chunks, or a list of files")
         return self
 
+    @field_validator("val_size")
+    @classmethod
+    def _whole_count(cls, value: float | None) -> float | None:
+        if value is not None and value >= 1 and value != int(value):
+            raise ValueError(f"val_size is a fraction below 1 or a whole count of rows, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _json_keys_fit(self):
+        if self.json_keys is None:
+            return self
+        if self.processor != "pt":
+            raise ValueError(f"json_keys names pretraining text fields; the {self.processor} processor reads its own")
+        if len(self.json_keys) > 1 and (self.pack_size or self.split_sentences):
+            raise ValueError("several json_keys are tokenized apart: use pack_size=0 and split_sentences=False")
+        return self
+
     def processor_spec(self) -> ProcessorSpec:
+        kwargs = dict(self.processor_kwargs)
+        if self.json_keys:
+            kwargs["text_keys"] = list(self.json_keys)
         return ProcessorSpec(
             self.processor,
             self.strategy,
             dict(self.strategy_kwargs),
-            dict(self.processor_kwargs),
+            kwargs,
             self.normalizer,
             dict(self.normalizer_rules),
             self.max_length,

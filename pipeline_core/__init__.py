@@ -18,7 +18,7 @@ One package per concept, lowest first (each may import only those before it; the
     sources           where the export stage's rows come from
     commit            the manifest, stamps, sweep, quarantine log and verify
     stages            export and cache, composing all of the above
-    loader            H5Dataset for trainers (imports torch, loaded on first use)
+    loader            H5Dataset and h5_collate for trainers (import torch, loaded on first use)
 """
 
 from pipeline_core.chat import AlpacaStrategy, ChatMLStrategy, PromptStrategy, StrategyFactory, TemplateStrategy
@@ -49,6 +49,7 @@ __all__ = [
     "ChatMLStrategy",
     "ConfigError",
     "ExportStats",
+    "H5Collate",
     "H5Dataset",
     "IOHandler",
     "ProcessedBatch",
@@ -68,6 +69,7 @@ __all__ = [
     "export_source",
     "fetch_files",
     "fetch_folders",
+    "h5_collate",
     "load_h5",
     "merge_megatron",
     "open_source",
@@ -78,9 +80,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # H5Dataset imports torch: load it on first use, not with the package.
-    if name == "H5Dataset":
-        from pipeline_core.loader import H5Dataset
+    # the loader imports torch: load it on first use, not with the package.
+    if name in ("H5Dataset", "H5Collate", "h5_collate"):
+        from pipeline_core import loader
 
-        return H5Dataset
+        return getattr(loader, name)
     raise AttributeError(f"module 'pipeline_core' has no attribute {name!r}")

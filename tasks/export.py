@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import time
 
 from prefect import task
@@ -19,15 +20,13 @@ RETRY = dict(retries=3, retry_delay_seconds=[2, 4, 8], retry_jitter_factor=0.5, 
 
 
 @functools.lru_cache(maxsize=4)
-def _source(source: str, split: str, streaming: bool, seed: int, storage_key: str, storage_options: tuple):
-    return open_source(
-        source, split=split, streaming=streaming, seed=seed, storage_options=dict(storage_options) or None
-    )
+def _source(source: str, options: str, storage_key: str, storage_options: tuple):
+    return open_source(source, storage_options=dict(storage_options) or None, **json.loads(options))
 
 
 def open_job_source(job: ExportJob, storage_options: dict | None):
-    options = tuple(sorted((storage_options or {}).items()))
-    return _source(job.source, job.split, job.streaming, job.seed, job.source_fingerprint, options)
+    storage = tuple(sorted((storage_options or {}).items()))
+    return _source(job.source, json.dumps(job.source_options(), sort_keys=True), job.source_fingerprint, storage)
 
 
 def _result(stats, seconds: float) -> ExportChunkResult:

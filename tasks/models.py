@@ -109,9 +109,10 @@ class ExportJob(BaseModel):
     on_error: str = "skip"
     source_fingerprint: str = ""
     process_func_hash: str = ""
+    source_kwargs: dict = Field(default_factory=dict)  # other open_source options (datasets, total...)
 
     def source_options(self) -> dict:
-        return {"split": self.split, "streaming": self.streaming, "seed": self.seed}
+        return {"split": self.split, "streaming": self.streaming, "seed": self.seed, **self.source_kwargs}
 
     def settings(self) -> dict:
         """What shapes every chunk besides the data itself (a new dataset version is not drift)."""
@@ -122,6 +123,7 @@ class ExportJob(BaseModel):
             "seed": self.seed,
             "process_func": self.process_func_hash,
             "on_error": self.on_error,
+            **({"source_options": self.source_kwargs} if self.source_kwargs else {}),
         }
 
 

@@ -1,11 +1,12 @@
 """The trainer's side: reading h5pipe's HDF5 output as a PyTorch dataset.
 
-Owns ``H5Dataset`` (``dataset``). Importing this package imports torch; the core's root package
+Owns ``H5Dataset`` (``dataset``) and ``h5_collate`` (``collate``: batches for a ``DataLoader``). Importing this package imports torch; the core's root package
 loads it only when ``H5Dataset`` is first asked for.
 
 May import: ``errors``, ``storage``, ``formats``.
 """
 
+from pipeline_core.loader.collate import IGNORE_INDEX, H5Collate, h5_collate
 from pipeline_core.loader.dataset import H5Dataset
 
-__all__ = ["H5Dataset"]
+__all__ = ["IGNORE_INDEX", "H5Collate", "H5Dataset", "h5_collate"]

@@ -5,6 +5,13 @@ Item ``i`` counts across the files in natural order (``chunk_2`` before ``chunk_
 ``cu_seqlens``; for unpacked files each sample's slice of every flat key (via ``{key}_offsets``);
 for sentence-level files one sentence. Only complete files (attribute ``complete``) are accepted.
 
+Integer keys come back int64 (``LongTensor``, what embeddings and ``F.cross_entropy`` take) whatever
+the stored width (int32, uint16...), except ``cu_seqlens``, which stays int32 as flash-attention's
+varlen kernels take it. ``labels=True`` adds ``labels``: the ids with -100 wherever ``loss_mask`` is
+False (HF/TRL's convention), computed on read, the files unchanged (and ``{key}_labels`` from
+``{key}_mask`` for other token keys, e.g. DPO's ``chosen``). Batch items with ``h5_collate``
+(``collate``), which pads unpacked samples and keeps packed rows' boundaries.
+
 h5py handles do not survive ``fork``: files are opened on first access in each process (the
 handles are keyed by pid), so a ``DataLoader`` with workers just works. ``share_memory=True``
 instead reads everything once into shared memory that all workers read without copying.
@@ -27,18 +34,23 @@ import torch
 from torch.utils.data import Dataset
 
 from pipeline_core.formats.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, refuse_links, require_complete
+from pipeline_core.loader.collate import IGNORE_INDEX, H5Collate
 from pipeline_core.storage import records
 from pipeline_core.storage.fs import fetch_files, is_local, url_to_fs
 
+LABEL_SOURCES = (("sequence", "loss_mask", "labels"),)
+KEEP_DTYPE = ("cu_seqlens",)
+
 
 class H5Dataset(Dataset):
-    """A PyTorch ``Dataset`` over a folder (local or any fsspec URL) of h5pipe HDF5 files.
+    """A PyTorch ``Dataset`` over a folder (local or any fsspec URL) of h5pipe HDF5 files, or one file.
 
     ``ds[i]`` is ``{key: tensor}``: a packed row of every ``[n, pack_size]`` key plus its
-    ``cu_seqlens``, or one sample's slice of every flat key. Items count across the files in natural
-    order; only files marked complete are read. Works with ``DataLoader`` workers (handles are opened
-    per process); ``share_memory=True`` loads everything once into shared memory. See the module
-    docstring for remote folders and the download cache.
+    ``cu_seqlens``, or one sample's slice of every flat key; integer ids come back int64. Items
+    count across the files in natural order; only files marked complete are read. ``keys`` limits
+    the keys read (default all); ``labels=True`` adds ``labels`` (-100 where not trained);
+    ``share_memory=True`` loads every file once into shared memory for the workers. Works with
+    ``DataLoader`` workers (handles are opened per process) and ``h5_collate``.
     """
 
     def __init__(
@@ -47,6 +59,7 @@ class H5Dataset(Dataset):
         keys: list[str] | None = None,
         share_memory: bool = False,
         *,
+        labels: bool = False,
         cache_dir: str | None = None,
         storage_options: dict | None = None,
     ) -> None:
@@ -54,6 +67,7 @@ class H5Dataset(Dataset):
         indexes = [FileIndex.read(path, keys) for path in self.paths]
         first = _check_same_keys(indexes, self.paths)
         self.keys, self.ragged = list(first.keys), first.ragged
+        self.label_keys = _label_keys(self.keys, self.paths[0]) if labels else ()
         self.attrs = [index.attrs for index in indexes]
         self._ends = np.cumsum([index.length for index in indexes])
         self._handles: dict[int, h5py.File] = {}
@@ -66,9 +80,19 @@ class H5Dataset(Dataset):
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         f, local = self._locate(i)
         if self._memory is not None:
-            return {k: _slice_shared(self._memory[f][k], local) for k in self.keys}
-        handle = self._handle(f)
-        return {k: torch.from_numpy(_read(handle, k, local, k in self.ragged)) for k in self.keys}
+            item = {k: _widened(k, _slice_shared(self._memory[f][k], local)) for k in self.keys}
+        else:
+            handle = self._handle(f)
+            item = {k: _widened(k, torch.from_numpy(_read(handle, k, local, k in self.ragged))) for k in self.keys}
+        for ids, mask, name in self.label_keys:
+            item[name] = torch.where(item[mask], item[ids], IGNORE_INDEX)
+        return item
+
+    @property
+    def collate(self) -> H5Collate:
+        """``h5_collate`` padding with the files' pad id (0 when they were written without one)."""
+        pads = [a.get(k) for a in self.attrs for k in ("pad_id", "pad_value")]
+        return H5Collate(next((int(p) for p in pads if p is not None and int(p) >= 0), 0))
 
     def close(self) -> None:
         for handle in self._handles.values():
@@ -94,6 +118,25 @@ class H5Dataset(Dataset):
         if f not in self._handles:
             self._handles[f] = _open_checked(self.paths[f])
         return self._handles[f]
+
+
+def _widened(key: str, value: torch.Tensor) -> torch.Tensor:
+    """Integer values as int64 (but ``KEEP_DTYPE`` keys); bools and floats as stored."""
+    if key in KEEP_DTYPE or value.dtype in (torch.bool, torch.int64) or value.is_floating_point():
+        return value
+    return value.to(torch.int64)
+
+
+def _label_keys(keys: list[str], path: str) -> tuple[tuple[str, str, str], ...]:
+    """(ids key, mask key, label key) for every id key with its mask; an error when there is none."""
+    pairs = [p for p in LABEL_SOURCES if p[0] in keys and p[1] in keys]
+    pairs += [(k, f"{k}_mask", f"{k}_labels") for k in keys if f"{k}_mask" in keys]
+    if not pairs:
+        raise KeyError(
+            f"labels=True needs a token key with its mask (sequence + loss_mask, or chosen + chosen_mask); "
+            f"{path} has {keys}"
+        )
+    return tuple(pairs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +198,9 @@ def _check_same_keys(indexes: list[FileIndex], paths: list[str]) -> FileIndex:
 
 def _read(handle: h5py.File, key: str, i: int, ragged: bool) -> np.ndarray:
     if not ragged:
-        return handle[key][i]
+        return _torch_ready(handle[key][i])
     start, stop = handle[key + OFFSETS_SUFFIX][i : i + 2]
-    return handle[key][start:stop]
+    return _torch_ready(handle[key][start:stop])
 
 
 def _open_checked(path: str) -> h5py.File:
@@ -173,10 +216,18 @@ def _load_shared(
     with _open_checked(path) as handle:
         out = {}
         for key in keys:
-            values = torch.from_numpy(handle[key][...]).share_memory_()
+            # widened once here, so items stay zero-copy views of the shared tensors
+            values = _widened(key, torch.from_numpy(_torch_ready(handle[key][...]))).share_memory_()
             offsets = torch.from_numpy(handle[key + OFFSETS_SUFFIX][...]).share_memory_() if key in ragged else None
             out[key] = (values, offsets)
         return out
+
+
+def _torch_ready(array: np.ndarray) -> np.ndarray:
+    """Unsigned ids (e.g. uint16) widened to a dtype every torch build shares; others as stored."""
+    if array.dtype.kind == "u" and array.dtype != np.uint8:
+        return array.astype(np.int32 if array.dtype.itemsize < 4 else np.int64)
+    return array
 
 
 def _slice_shared(stored: tuple[torch.Tensor, torch.Tensor | None], i: int) -> torch.Tensor:

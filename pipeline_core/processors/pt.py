@@ -1,4 +1,11 @@
-"""``pt``: pretraining text. ``{"text"}`` -> ``{"sequence"}`` = encode(text) + [eos]."""
+"""``pt``: pretraining text. ``{"text"}`` -> ``{"sequence"}`` = encode(text) + [eos].
+
+``text_key`` names the field (default ``text``); its Megatron files are named after it, as
+Megatron's ``--json-keys`` does (``{stem}_text_document``). ``text_keys=[a, b]`` tokenizes several
+fields of every row, each its own key and Megatron dataset (``{stem}_a_document``,
+``{stem}_b_document``); a row missing one of them is an error for the whole row, so every dataset
+keeps one document per row, aligned. ``max_length`` applies to each key.
+"""
 
 from __future__ import annotations
 
@@ -15,14 +22,29 @@ class PretrainProcessor(Processor):
     groups = {"sequence": ("sequence",)}
     default_strategy = None
 
-    def __init__(self, tokenizer, strategy=None, text_key: str = "text", **kwargs) -> None:
+    def __init__(
+        self, tokenizer, strategy=None, text_key: str = "text", text_keys: list[str] | None = None, **kwargs
+    ) -> None:
         super().__init__(tokenizer, strategy, **kwargs)
         if not tokenizer.has_role("eos"):
             raise ConfigError("the pt processor appends eos to every document; load the tokenizer with eos_token=...")
-        self.text_key = text_key
+        keys = list(text_keys or [text_key])
+        if not keys or len(set(keys)) != len(keys) or not all(isinstance(k, str) and k for k in keys):
+            raise ConfigError(f"text_keys must be distinct field names, got {text_keys!r}")
+        self.text_key, self.text_keys = keys[0], keys
+        if len(keys) > 1:  # one group per field, named after it
+            self.groups = {k: (k,) for k in keys}
+        self.megatron_names = {"sequence": keys[0]} if len(keys) == 1 else {}
         self._eos = np.asarray([tokenizer.eos_token_id], dtype=np.int32)
 
+    def describe(self) -> dict:
+        """The base settings, plus ``text_keys`` when there are several."""
+        extra = {"text_keys": self.text_keys} if len(self.text_keys) > 1 else {}
+        return {**super().describe(), **extra}
+
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
+        if len(self.text_keys) > 1:
+            return self._several_keys(rows)
         good, positions, errors = split_valid(rows, lambda r: (self._norm(require_text(r, self.text_key)),))
         ids = self.tokenizer.encode_ragged([g[0] for g in good])
         seq = concat_ragged([ids, tile_rows(self._eos, len(ids))])
@@ -32,3 +54,18 @@ class PretrainProcessor(Processor):
         errors += [(int(positions[i]), e) for i, e in long_errors]
         errors.sort(key=lambda x: x[0])
         return ProcessedBatch({"sequence": seq.keep(keep)}, positions[keep], errors, truncated)
+
+    def _several_keys(self, rows: list[dict]) -> ProcessedBatch:
+        fields = lambda r: tuple(self._norm(require_text(r, k)) for k in self.text_keys)  # noqa: E731
+        good, positions, errors = split_valid(rows, fields)
+        seqs = {}
+        for j, key in enumerate(self.text_keys):
+            ids = self.tokenizer.encode_ragged([g[j] for g in good])
+            seqs[key] = concat_ragged([ids, tile_rows(self._eos, len(ids))])
+        longest = np.maximum.reduce([s.lengths for s in seqs.values()]) if good else np.zeros(0, dtype=np.int64)
+        keep, long_errors, truncated = over_length(longest, None, self.max_length, self.overflow)
+        if truncated:
+            seqs = {k: truncate(s, np.full(len(s), self.max_length)) for k, s in seqs.items()}
+        errors += [(int(positions[i]), e) for i, e in long_errors]
+        errors.sort(key=lambda x: x[0])
+        return ProcessedBatch({k: s.keep(keep) for k, s in seqs.items()}, positions[keep], errors, truncated)

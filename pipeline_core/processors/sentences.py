@@ -64,6 +64,8 @@ class SentenceProcessor:
                 f"split_sentences works on pretraining text; the {processor.type!r} processor's samples "
                 "are not documents of sentences: use processor 'pt' or split_sentences=False"
             )
+        if len(getattr(processor, "text_keys", ())) > 1:
+            raise ConfigError("split_sentences splits one text per row; use one text key (json_keys: [text])")
         self.processor, self.splitter_name = processor, splitter
         self.split = sentence_splitter(splitter)
         self.type, self.groups, self.tokenizer = processor.type, processor.groups, processor.tokenizer
@@ -72,6 +74,11 @@ class SentenceProcessor:
     @property
     def keys(self) -> list[str]:
         return self.processor.keys
+
+    @property
+    def megatron_names(self) -> dict[str, str]:
+        """The wrapped pt processor's file names (``sequence`` is its text key)."""
+        return getattr(self.processor, "megatron_names", {})
 
     def describe(self) -> dict:
         return {**self.processor.describe(), "sentence_splitter": self.splitter_name}

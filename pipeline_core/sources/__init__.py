@@ -4,8 +4,9 @@
     source.num_rows, source.fingerprint, source.summary()
     for record in source.records(0, 100): ...           # Record(dataset, index, row)
 
-See ``open`` for what is accepted, ``dataset_info`` for the YAML/JSON fields and ``mixing`` for
-how several datasets are counted, sampled and interleaved. ``sample`` writes the small corpus the
+See ``open`` for what is accepted, ``dataset_info`` for the YAML/JSON fields (LLaMA-Factory's,
+parsed lazily: only selected entries), ``mixing`` for how several datasets are counted, sampled
+and interleaved, and ``limit`` for a trial run's first rows. ``sample`` writes the small corpus the
 project ships for ``make run``.
 
 May import: ``errors``, ``storage``, ``converters``.
@@ -19,7 +20,13 @@ from pipeline_core.sources.convert import (
     converter_label,
     resolve_converter,
 )
-from pipeline_core.sources.dataset_info import DatasetEntry, parse_dataset_info, read_dataset_info
+from pipeline_core.sources.dataset_info import (
+    DatasetEntry,
+    DatasetInfo,
+    load_dataset_info,
+    parse_dataset_info,
+    read_dataset_info,
+)
 from pipeline_core.sources.detect import Location, locate
 from pipeline_core.sources.formats import BUILDERS
 from pipeline_core.sources.mixing import MIX_BLOCK, Interleave, Selection, apportion, mix_counts
@@ -32,6 +39,7 @@ __all__ = [
     "MIX_BLOCK",
     "DatasetCounts",
     "DatasetEntry",
+    "DatasetInfo",
     "DatasetSource",
     "Interleave",
     "Location",
@@ -45,6 +53,7 @@ __all__ = [
     "apportion",
     "convert_row",
     "converter_label",
+    "load_dataset_info",
     "locate",
     "mix_counts",
     "open_source",

@@ -1,18 +1,27 @@
 """dataset_info files: several datasets in one run (LLaMA-Factory v1 YAML or v0 JSON).
 
-The file maps a dataset name to an entry:
+The file maps a dataset name to an entry. Entries are parsed only when they are used: selecting
+some (``datasets=[...]``) never fails on another entry h5pipe cannot load (``DatasetInfo.unusable``
+lists those with the reason); a selected entry that cannot be loaded is a ``ConfigError``.
 
-- where: ``file_name`` (a file, folder, glob or URL; relative names resolve against the
-  dataset_info's own folder), ``cloud_file_name`` (a URL), ``hf_hub_url`` (a hub id), or v1's
-  ``path`` with ``source: local|hf`` (default local). ``subset`` picks a hub config, ``split`` a
-  split (default ``train``).
+- where, files: ``file_name`` (a file, folder, glob or URL) and ``cloud_file_name`` (a URL); a
+  relative ``file_name`` resolves against ``dataset_dir`` as LLaMA-Factory v0 does: the entry's own
+  ``dataset_dir``, else the caller's, else the dataset_info's folder (where v0 keeps it).
+- where, v1: ``path`` with ``source: hf_hub|ms_hub|om_hub|local`` (default ``hf_hub``, as in v1;
+  ``hf`` is kept as another name for ``hf_hub``). A relative local ``path`` resolves against
+  ``dataset_dir`` when one is given, else the working directory, as v1 hands it to ``datasets``
+  unchanged (a dataset_info on a URL: its own folder).
+- where, hubs: ``hf_hub_url``, ``ms_hub_url`` (ModelScope), ``om_hub_url`` (Modelers). As in v0 a hub
+  URL is chosen over the others: ModelScope when ``USE_MODELSCOPE_HUB`` is set or there is no
+  ``hf_hub_url``, Modelers likewise with ``USE_OPENMIND_HUB``. ModelScope and Modelers are refused
+  (h5pipe reads the Hugging Face hub and files), as are ``script_url``, ``folder`` and ``num_samples``.
+- ``subset`` picks a hub config, ``split`` a split (default ``train``).
 - conversion: v1's ``converter`` or v0's ``formatting``/``columns``/``tags``/``ranking`` (see
   ``converters.dataset_info``). An entry with none of them is alpaca in a JSON file (as in
   LLaMA-Factory v0) and passes through unchanged in a YAML file (v1: already standard samples).
 - sampling: ``size``, ``shuffle``, ``weight``, ``streaming`` (see ``sources.mixing``).
 
-Unknown keys are errors. ``ms_hub_url``/``om_hub_url``/``script_url`` are ignored beside a
-supported location and an error on their own.
+Unknown keys are errors (of the entry, when it is used).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import json
 import os
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -30,15 +39,29 @@ from pipeline_core.converters import ConverterFactory, converter_spec
 from pipeline_core.errors import ConfigError
 from pipeline_core.storage.fs import url_to_fs
 
-LOCATION_KEYS = ("file_name", "cloud_file_name", "hf_hub_url", "path")
+FILE_KEYS = ("file_name", "cloud_file_name", "path", "script_url")
+HUB_KEYS = ("hf_hub_url", "ms_hub_url", "om_hub_url")
+LOCATION_KEYS = FILE_KEYS + HUB_KEYS
 CONVERTER_KEYS = ("converter", "formatting", "columns", "tags", "ranking")
-OTHER_KEYS = ("source", "split", "subset", "size", "weight", "shuffle", "streaming")
-OTHER_HUBS = ("ms_hub_url", "om_hub_url", "script_url")
-KNOWN_KEYS = frozenset(LOCATION_KEYS + CONVERTER_KEYS + OTHER_KEYS + OTHER_HUBS)
+OTHER_KEYS = ("source", "split", "subset", "size", "weight", "shuffle", "streaming", "dataset_dir")
+REFUSED_KEYS = {
+    "folder": "h5pipe does not read a hub repository's sub-folder; download it and point file_name at the folder",
+    "num_samples": "h5pipe samples with size (and shuffle: true for a seeded sample); use those instead",
+}
+KNOWN_KEYS = frozenset(LOCATION_KEYS + CONVERTER_KEYS + OTHER_KEYS + tuple(REFUSED_KEYS))
+YAML_SUFFIXES = (".yaml", ".yml")
+SOURCES = ("hf_hub", "ms_hub", "om_hub", "local")
+SOURCE_ALIASES = {"hf": "hf_hub"}
+OTHER_HUBS = {
+    "ms_hub": ("ModelScope", "modelscope download --dataset {id} --local_dir DIR"),
+    "om_hub": ("Modelers (openmind)", "openmind-cli pull {id} --local_dir DIR"),
+}
 
 
 @dataclass(frozen=True, slots=True)
 class DatasetEntry:
+    """One parsed entry: where its rows are, how they convert, and how they are sampled."""
+
     name: str
     location: str  # a local path or URL (hub=False), or what to hand to datasets.load_dataset (hub=True)
     hub: bool = False
@@ -51,23 +74,124 @@ class DatasetEntry:
     streaming: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class DatasetInfo:
+    """A dataset_info file read but not yet parsed: ``entries`` parses only the entries asked for.
+
+    ``folder`` is the file's own folder, ``dataset_dir`` the caller's (None: see the module doc),
+    ``v0_default`` whether entries without a converter are alpaca (a JSON file).
+    """
+
+    raw: Mapping[str, Any]
+    folder: str
+    v0_default: bool
+    where: str = "dataset_info"
+    dataset_dir: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        """Every entry's name, in file order."""
+        return [str(n) for n in self.raw]
+
+    def entry(self, name: str) -> DatasetEntry:
+        """The entry ``name``, parsed; a ``ConfigError`` naming it when h5pipe cannot load it."""
+        return parse_entry(name, self.raw[name], self._resolver(name), self.v0_default, self.env)
+
+    def entries(self, names: Sequence[str] | None = None) -> list[DatasetEntry]:
+        """The entries named (in that order), or all of them; only these are parsed."""
+        if names is None:
+            return [self.entry(n) for n in self.names]
+        missing = [n for n in names if n not in self.raw]
+        if missing:
+            raise ConfigError(
+                f"datasets {missing} are not in the dataset_info; available: {sorted(self.names)} (in {self.where})"
+            )
+        return [self.entry(n) for n in names]
+
+    def unusable(self, skip: Sequence[str] = ()) -> dict[str, str]:
+        """The entries (but those in ``skip``) h5pipe could not load, each with the reason."""
+        found = {}
+        for name in self.names:
+            if name not in skip:
+                try:
+                    self.entry(name)
+                except ConfigError as exc:
+                    found[name] = str(exc)
+        return found
+
+    def _resolver(self, name: str) -> Resolver:
+        own = self.raw[name].get("dataset_dir") if isinstance(self.raw[name], Mapping) else None
+        if own is not None and not isinstance(own, str):
+            raise ConfigError(f"dataset {name!r}: dataset_dir must be a folder path, got {own!r}")
+        if own and "://" not in own:
+            own = os.path.abspath(os.path.expanduser(own))
+        return Resolver(self.folder, own or self.dataset_dir)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolver:
+    """Where relative names point: ``dataset_dir`` when given, else the file's ``folder`` for
+    ``file_name`` and the working directory for a v1 ``path`` (a remote file: its folder)."""
+
+    folder: str
+    dataset_dir: str | None = None
+
+    def file_name(self, name: str) -> str:
+        """A v0 ``file_name``: relative to ``dataset_dir``, else the file's folder."""
+        return resolve(self.dataset_dir or self.folder, name)
+
+    def path(self, entry: str, name: str) -> str:
+        """A v1 local ``path`` of entry ``entry``: relative to ``dataset_dir``, else the working
+        directory; a ``ConfigError`` with the fix when nothing is there."""
+        if self.dataset_dir or "://" in self.folder:
+            return resolve(self.dataset_dir or self.folder, name)
+        if "://" in name:
+            return name
+        if os.path.isabs(name) or os.path.exists(name):
+            return os.path.abspath(name)  # workers in other folders read the same file
+        beside = resolve(self.folder, name)
+        hint = f"but {beside} exists; set dataset_dir: {self.folder}" if os.path.exists(beside) else "set dataset_dir"
+        raise ConfigError(
+            f"dataset {entry!r}: path {name!r} is relative to the working directory (as in LLaMA-Factory v1) and is "
+            f"not in {os.getcwd()}; {hint} to the folder the paths are relative to, run from there, or make it absolute"
+        )
+
+
 def read_dataset_info(url: str, storage_options: dict | None = None) -> list[DatasetEntry]:
+    """Every entry of the dataset_info at ``url``, parsed (the first bad one raises)."""
+    return load_dataset_info(url, storage_options).entries()
+
+
+def load_dataset_info(url: str, storage_options: dict | None = None, dataset_dir: str | None = None) -> DatasetInfo:
+    """The dataset_info at ``url`` (JSON or YAML by its text), its entries left unparsed."""
     fs, path = url_to_fs(url, storage_options)
     with fs.open(path, "rt", encoding="utf-8") as f:
         text = f.read()
-    is_json = path.lower().endswith(".json")
+    is_json = not path.lower().endswith(YAML_SUFFIXES) and text.lstrip().startswith("{")
     try:
         data = json.loads(text) if is_json else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot parse dataset_info {url}: {exc}") from None
-    base = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
-    return parse_dataset_info(data, base, v0_default=is_json, where=url)
+    folder = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
+    return dataset_info(data, folder, v0_default=is_json, where=url, dataset_dir=dataset_dir)
+
+
+def dataset_info(
+    data: Any, folder: str, *, v0_default: bool, where: str = "dataset_info", dataset_dir: str | None = None
+) -> DatasetInfo:
+    """``data`` (a parsed file) as a ``DatasetInfo``; only its shape is checked here."""
+    if not isinstance(data, Mapping) or not data:
+        raise ConfigError(f"{where} must map dataset names to entries, got {type(data).__name__}: {data!r:.80}")
+    env = {k: os.environ[k] for k in ("USE_MODELSCOPE_HUB", "USE_OPENMIND_HUB") if k in os.environ}
+    if dataset_dir and "://" not in dataset_dir:
+        dataset_dir = os.path.abspath(os.path.expanduser(dataset_dir))
+    return DatasetInfo(data, folder, v0_default, where, dataset_dir, env)
 
 
 def parse_dataset_info(data: Any, base: str, *, v0_default: bool, where: str = "dataset_info") -> list[DatasetEntry]:
-    if not isinstance(data, Mapping) or not data:
-        raise ConfigError(f"{where} must map dataset names to entries, got {type(data).__name__}: {data!r:.80}")
-    return [parse_entry(str(name), raw, base, v0_default) for name, raw in data.items()]
+    """Every entry of ``data``, parsed, names relative to ``base``."""
+    return dataset_info(data, base, v0_default=v0_default, where=where).entries()
 
 
 def select(entries: Sequence[DatasetEntry], names: Sequence[str] | None) -> list[DatasetEntry]:
@@ -81,13 +205,20 @@ def select(entries: Sequence[DatasetEntry], names: Sequence[str] | None) -> list
     return [by_name[n] for n in names]
 
 
-def parse_entry(name: str, raw: Any, base: str, v0_default: bool) -> DatasetEntry:
+def parse_entry(
+    name: str, raw: Any, resolver: Resolver | str, v0_default: bool, env: Mapping[str, str] | None = None
+) -> DatasetEntry:
+    """One entry, checked field by field (``resolver`` may be a plain base folder)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"dataset {name!r}: an entry must be a mapping, got {raw!r:.80}")
     unknown = sorted(set(raw) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"dataset {name!r}: unknown keys {unknown}; known keys: {sorted(KNOWN_KEYS)}")
-    location, hub = _location(name, raw, base)
+    for key, why in REFUSED_KEYS.items():
+        if key in raw:
+            raise ConfigError(f"dataset {name!r}: {key} is not supported: {why}")
+    resolver = Resolver(resolver) if isinstance(resolver, str) else resolver
+    location, hub = _location(name, raw, resolver, env or {})
     return DatasetEntry(
         name=name,
         location=location,
@@ -102,33 +233,74 @@ def parse_entry(name: str, raw: Any, base: str, v0_default: bool) -> DatasetEntr
     )
 
 
-def _location(name: str, raw: Mapping, base: str) -> tuple[str, bool]:
-    given = [k for k in LOCATION_KEYS if raw.get(k)]
-    if len(given) != 1:
-        others = [k for k in OTHER_HUBS if raw.get(k)]
-        hint = f" ({others} are not supported)" if others else ""
+def _location(name: str, raw: Mapping, resolver: Resolver, env: Mapping[str, str]) -> tuple[str, bool]:
+    hubs = [k for k in HUB_KEYS if raw.get(k)]
+    files = [k for k in FILE_KEYS if raw.get(k)]
+    if (hubs and files) or len(files) > 1 or not (hubs or files):
         raise ConfigError(
-            f"dataset {name!r} needs exactly one of file_name, cloud_file_name, hf_hub_url or path "
-            f"(with source: local|hf), got {given}{hint}"
+            f"dataset {name!r} needs exactly one of file_name, cloud_file_name, path (with source: "
+            f"{'|'.join(SOURCES)}) or hub URLs (hf_hub_url, ms_hub_url, om_hub_url), got {files + hubs}"
         )
-    key, value = given[0], raw[given[0]]
+    if hubs:
+        return _hub(name, raw, _chosen_hub(raw, env)), True
+    key, value = files[0], raw[files[0]]
     if not isinstance(value, str):
         raise ConfigError(f"dataset {name!r}: {key} must be a string, got {value!r}")
-    source = raw.get("source", "local" if key == "path" else None)
     if "source" in raw and key != "path":
         raise ConfigError(f"dataset {name!r}: source goes with path; with {key} remove source")
-    if source not in (None, "local", "hf"):
-        raise ConfigError(f"dataset {name!r}: source must be 'local' or 'hf', got {source!r}")
-    if key == "hf_hub_url" or source == "hf":
-        return value, True
-    return resolve(base, value), False
+    if key == "script_url":
+        raise ConfigError(
+            f"dataset {name!r}: script_url (a dataset loading script) is not supported; datasets no longer runs "
+            "scripts: convert the data to files and use file_name"
+        )
+    if key != "path":
+        return (resolver.file_name(value) if key == "file_name" else value), False
+    source = _source(name, raw)
+    if source == "local":
+        return resolver.path(name, value), False
+    return _hub(name, {**raw, f"{source}_url": value}, source), True
+
+
+def _source(name: str, raw: Mapping) -> str:
+    source = raw.get("source", "hf_hub")  # LLaMA-Factory v1's default
+    source = SOURCE_ALIASES.get(source, source)
+    if source not in SOURCES:
+        raise ConfigError(f"dataset {name!r}: source must be one of {', '.join(SOURCES)}, got {raw.get('source')!r}")
+    return source
+
+
+def _chosen_hub(raw: Mapping, env: Mapping[str, str]) -> str:
+    """As LLaMA-Factory v0: ModelScope/Modelers when asked for by the environment or the only URL."""
+    has_hf = bool(raw.get("hf_hub_url"))
+    for hub, flag in (("ms_hub", "USE_MODELSCOPE_HUB"), ("om_hub", "USE_OPENMIND_HUB")):
+        if raw.get(f"{hub}_url") and (_truthy(env.get(flag)) or not has_hf):
+            return hub
+    return "hf_hub"
+
+
+def _hub(name: str, raw: Mapping, hub: str) -> str:
+    value = raw[f"{hub}_url"]
+    if not isinstance(value, str):
+        raise ConfigError(f"dataset {name!r}: {hub}_url must be a string, got {value!r}")
+    if hub in OTHER_HUBS:
+        label, command = OTHER_HUBS[hub]
+        raise ConfigError(
+            f"dataset {name!r} is on {label} ({value!r}); h5pipe reads the Hugging Face hub and files only and "
+            f"works offline from other hubs: download it ({command.format(id=value)}) and set "
+            f"file_name (v0) or path with source: local (v1) to DIR"
+        )
+    return value
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "y")
 
 
 def resolve(base: str, name: str) -> str:
-    """``name`` relative to the dataset_info's folder ``base`` (URLs and absolute paths as is)."""
+    """``name`` relative to the folder ``base`` (URLs and absolute paths as is)."""
     if "://" in name or os.path.isabs(name):
         return name
-    return posixpath.join(base, name) if "://" in base else os.path.join(base, name)
+    return posixpath.join(base, name) if "://" in base else os.path.join(os.path.expanduser(base), name)
 
 
 def _converter(name: str, raw: Mapping, v0_default: bool) -> tuple[str, dict[str, Any]] | None:

@@ -52,6 +52,7 @@ class MixtureSource(RowsFromRecords):
         if not parts:
             raise ConfigError(f"{name}: no datasets to mix")
         self.name, self.parts, self.seed, self.total = name, list(parts), seed, total
+        self.not_loadable: dict[str, str] = {}  # set by open_source: unselected entries it could not load
         self.converters = {p.entry.name: p.source.converters[p.source.name] for p in self.parts}
         planned = len(self.parts) > 1 or total is not None
         for i, part in enumerate(self.parts):

@@ -3,12 +3,15 @@
 Accepted: a ``Source``; a ``datasets.Dataset`` / ``DatasetDict`` / ``IterableDataset``; a list of
 row dicts; a path, glob or fsspec URL of data files (see ``detect``); a dataset repository folder
 or hub id (``datasets.load_dataset``); a ``save_to_disk`` folder; a dataset_info YAML/JSON (several
-datasets, mixed). ``streaming=True`` reads through ``IterableDataset`` and never materialises the
+datasets, mixed; recognised by its content, or forced with ``dataset_info=True``). Of a dataset_info
+only the ``datasets`` selected are parsed and opened; the others h5pipe cannot load are logged
+with the reason, never fatal. ``streaming=True`` reads through ``IterableDataset`` and never materialises the
 data (a ``Dataset`` given with ``streaming=True`` is read as a stream too).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 from collections.abc import Callable, Sequence
@@ -17,13 +20,16 @@ from dataclasses import dataclass
 from pipeline_core.errors import ConfigError
 from pipeline_core.sources.base import Source
 from pipeline_core.sources.convert import ConverterSpec, converter_label, resolve_converter
-from pipeline_core.sources.dataset_info import DatasetEntry, read_dataset_info, select
+from pipeline_core.sources.dataset_info import DatasetEntry, load_dataset_info
 from pipeline_core.sources.detect import Location, locate
 from pipeline_core.sources.fingerprint import digest, files_fingerprint, rows_fingerprint, tree_fingerprint
+from pipeline_core.sources.limit import LimitedSource
 from pipeline_core.sources.load import hub_revision, load_files, load_repo, load_saved, pick_split
 from pipeline_core.sources.mixture import MixtureSource, Part
 from pipeline_core.sources.remote import local_copies
 from pipeline_core.sources.single import DatasetSource
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +43,9 @@ class SourceOptions:
     subset: str | None = None  # a hub dataset's config name
     datasets: Sequence[str] | None = None  # dataset_info only: the entries to use (default all)
     total: int | None = None  # dataset_info only: rows in the mixed output (default: see mixing)
+    dataset_dir: str | None = None  # dataset_info only: the folder relative names resolve against
+    dataset_info: bool | None = None  # a file is a dataset_info: None by its content, True/False forced
+    limit: int | None = None  # only the first rows (a trial run)
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
@@ -45,6 +54,10 @@ class SourceOptions:
             isinstance(self.total, bool) or not isinstance(self.total, int) or self.total < 1
         ):
             raise ConfigError(f"total must be a positive number of rows, got {self.total!r}")
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1
+        ):
+            raise ConfigError(f"limit must be a positive number of rows, got {self.limit!r}")
         if isinstance(self.datasets, str):
             raise ConfigError(f"datasets must be a list of dataset names, got the string {self.datasets!r}")
 
@@ -61,17 +74,29 @@ def open_source(
     subset: str | None = None,
     datasets: Sequence[str] | None = None,
     total: int | None = None,
+    dataset_dir: str | None = None,
+    dataset_info: bool | None = None,
+    limit: int | None = None,
 ) -> Source:
     """A ``Source`` for ``source``; the options are those of ``SourceOptions``."""
-    opts = SourceOptions(split, streaming, storage_options, seed, converter, name, subset, datasets, total)
-    if isinstance(source, (DatasetSource, MixtureSource)):
+    opts = SourceOptions(
+        split, streaming, storage_options, seed, converter, name, subset, datasets, total, dataset_dir, dataset_info
+    )
+    if limit is not None:
+        SourceOptions(limit=limit)  # checked
+        return LimitedSource(_open(source, opts, storage_options, dataset_info), limit)
+    return _open(source, opts, storage_options, dataset_info)
+
+
+def _open(source, opts: SourceOptions, storage_options: dict | None, dataset_info: bool | None) -> Source:
+    if isinstance(source, (DatasetSource, MixtureSource, LimitedSource)):
         if opts != SourceOptions(storage_options=storage_options):
             raise ConfigError("options apply when a source is opened; pass them to open_source, not with a Source")
         return source
     if isinstance(source, (list, tuple)):
         return _open_rows(list(source), opts)
     if isinstance(source, (str, os.PathLike)):
-        return open_location(locate(source, storage_options), opts)
+        return open_location(locate(source, storage_options, dataset_info), opts)
     return _open_hf(source, opts)
 
 
@@ -165,10 +190,30 @@ def _open_dataset_info(url: str, opts: SourceOptions) -> MixtureSource:
     for key, default in (("converter", None), ("subset", None), ("split", "train")):
         if getattr(opts, key) != default:
             raise ConfigError(f"{key} is set per dataset in a dataset_info file; remove {key}={getattr(opts, key)!r}")
-    entries = select(read_dataset_info(url, opts.storage_options), opts.datasets)
+    info = load_dataset_info(url, opts.storage_options, opts.dataset_dir)
+    unusable = {} if opts.datasets is None else info.unusable(skip=opts.datasets)
+    if opts.datasets is None:
+        _all_usable(info)
+    for other, reason in unusable.items():
+        log.info("dataset_info %s: entry %r is not selected and could not be loaded: %s", url, other, reason)
+    entries = info.entries(opts.datasets)
     parts = [Part(entry, _open_entry(entry, opts)) for entry in entries]
     name = opts.name or posixpath.splitext(posixpath.basename(str(url)))[0]
-    return MixtureSource(parts, name=name, seed=opts.seed, total=opts.total)
+    source = MixtureSource(parts, name=name, seed=opts.seed, total=opts.total)
+    source.not_loadable = unusable  # unselected entries h5pipe could not load, with the reason
+    return source
+
+
+def _all_usable(info) -> None:
+    """With no selection every entry is used: name all those that cannot be, and how to leave them out."""
+    bad = info.unusable()
+    if len(bad) > 1 or (bad and len(info.names) > 1):
+        lines = "\n".join(f"  {reason}" for reason in bad.values())
+        usable = [n for n in info.names if n not in bad]
+        raise ConfigError(
+            f"{info.where}: {len(bad)} of {len(info.names)} entries cannot be loaded:\n{lines}\n"
+            f"select the datasets to use (datasets: [...] or --dataset a,b), e.g. from {usable}"
+        )
 
 
 def _open_entry(entry: DatasetEntry, opts: SourceOptions) -> DatasetSource:
@@ -190,7 +235,7 @@ def _open_entry(entry: DatasetEntry, opts: SourceOptions) -> DatasetSource:
 
 
 def _only_for_dataset_info(opts: SourceOptions) -> None:
-    for key in ("datasets", "total"):
+    for key in ("datasets", "total", "dataset_dir"):
         if getattr(opts, key) is not None:
             raise ConfigError(f"{key} only applies to a dataset_info source (several datasets); remove {key}=")
 

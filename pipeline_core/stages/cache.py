@@ -7,8 +7,10 @@ and the packer's buffer, not by the chunk. Bad rows are quarantined or raised pe
 
 Options beyond tokenizing (all recorded in the attributes):
 
-- ``output_format``: ``hdf5``, ``megatron`` (``{stem}_{key}_document.bin/.idx``, see
-  ``megatron_out``) or ``both``;
+- ``output_format``: ``hdf5``, ``megatron`` (``{stem}_{key}_{document|sentence}.bin/.idx`` named as
+  Megatron's ``preprocess_data.py`` names them, see ``formats.megatron.output``), ``both``, or
+  ``mindspeed`` (MindSpeed-LLM's ``{stem}_packed_{input_ids,attention_mask,labels}_document``,
+  unpacked or packed, see ``formats.megatron.mindspeed``);
 - ``packing`` with ``pack_size > 0``: ``concat`` (streaming, the default) or ``bfd`` (whole
   samples, DPO pairs in one pack, over ``bfd_window`` samples); packed files also hold
   ``position_ids`` and ``cu_seqlens`` (see ``h5_sink``);
@@ -32,7 +34,8 @@ from pipeline_core.errors import ConfigError
 from pipeline_core.formats.h5 import H5Writer
 from pipeline_core.formats.jsonl import BATCH_BYTES, JsonlReader, LineBatch, check_batch_bounds
 from pipeline_core.formats.keys import KeyLayout
-from pipeline_core.formats.megatron.output import MegatronSink, megatron_name
+from pipeline_core.formats.megatron.mindspeed import MindSpeedSink
+from pipeline_core.formats.megatron.output import LEVELS, MegatronSink, megatron_name
 from pipeline_core.memory.heap import HeapTrimmer
 from pipeline_core.packing.stage import Packing, PackStage, fit_batch, make_pack_stage
 from pipeline_core.processors.base import Processor
@@ -45,7 +48,7 @@ from pipeline_core.version import FORMAT_VERSION
 
 BATCH_SIZE = 1024
 MAX_ROW_BYTES = 32 << 20
-OutputFormat = Literal["hdf5", "megatron", "both"]
+OutputFormat = Literal["hdf5", "megatron", "both", "mindspeed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class CacheOptions:
         _choice("packing", self.packing, get_args(Packing))
         if self.bfd_window <= 0:
             raise ConfigError(f"bfd_window must be positive, got {self.bfd_window}; 1000 is a good default")
+        if self.output_format == "mindspeed" and self.split_sentences:
+            raise ConfigError("output_format 'mindspeed' is MindSpeed's instruction layout; sentences go to 'megatron'")
         if self.packed and self.output_format == "megatron":
             raise ConfigError(
                 "packing applies to the HDF5 output and Megatron builds its own samples at load time: "
@@ -98,7 +103,8 @@ class CacheOptions:
 
     @property
     def writes_megatron(self) -> bool:
-        return self.output_format in ("megatron", "both")
+        """Megatron-style .bin/.idx files (Megatron's names, or MindSpeed's layout)."""
+        return self.output_format in ("megatron", "both", "mindspeed")
 
 
 def _choice(name: str, value, choices: tuple) -> None:
@@ -123,12 +129,17 @@ def standing_output(input_url: str, output_dir: str, output_format: str, recorde
     is written, so that .idx is the one an earlier run ``recorded`` for this input, when it has
     the right shape; otherwise the HDF5 name, which such a run never writes."""
     h5_url, _ = output_names(input_url, output_dir)
-    if output_format != "megatron" or not recorded:
+    if output_format not in ("megatron", "mindspeed") or not recorded:
         return h5_url
-    stem = output_stem(input_url)
-    key = recorded.rsplit("/", 1)[-1][len(stem) + 1 : -len("_document.idx")]
-    if key and recorded == join_url(output_dir, megatron_name(stem, key) + ".idx"):
-        return recorded
+    stem, name = output_stem(input_url), recorded.rsplit("/", 1)[-1]
+    for level in LEVELS:
+        key = name[len(stem) + 1 : -len(f"_{level}.idx")]
+        if (
+            name.endswith(f"_{level}.idx")
+            and key
+            and recorded == join_url(output_dir, megatron_name(stem, key, level) + ".idx")
+        ):
+            return recorded
     return h5_url
 
 
@@ -162,9 +173,12 @@ def open_chunk(
     packer = make_packer(processor, options, layout)
     h5 = H5Sink(H5Writer(h5_path), layout, packer, h5_path + ".deferred") if h5_path else None
     megatron = None
-    if options.writes_megatron:
+    if options.output_format == "mindspeed":
+        megatron = MindSpeedSink(output_dir, output_stem(input_url), layout, packer, storage_options)
+    elif options.writes_megatron:
         stem, vocab = output_stem(input_url), processor.tokenizer.vocab_size
-        megatron = MegatronSink(output_dir, stem, layout, vocab, storage_options)
+        names, level = getattr(processor, "megatron_names", {}), "sentence" if options.split_sentences else "document"
+        megatron = MegatronSink(output_dir, stem, layout, vocab, storage_options, names=names, level=level)
     fit = None
     if packer is not None:
         fit = partial(

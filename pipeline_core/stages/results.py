@@ -34,7 +34,7 @@ class CacheStats:
     sentences_written: int = 0  # with split_sentences
     deferred_keys: list[str] = field(default_factory=list)  # deferred keys kept in the HDF5 (fractional)
     megatron_keys: list[str] = field(default_factory=list)
-    megatron_prefixes: dict[str, str] = field(default_factory=dict)  # key -> {stem}_{key}_document URL
+    megatron_prefixes: dict[str, str] = field(default_factory=dict)  # file key -> {stem}_{key}_{level} URL
 
     @property
     def rows_skipped(self) -> int:

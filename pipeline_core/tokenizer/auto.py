@@ -12,6 +12,7 @@ the folder has one and can be overridden by keyword. Two encoders are kept:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -77,6 +78,18 @@ class AutoTokenizer:
         merged = {r: _token_content(config.get(f"{r}_token")) for r in ROLES}
         merged.update({_role_name(k): v for k, v in roles.items()})
         return cls(tokenizer, merged, _chat_template_of(config), backend)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, backend: str = "auto", **roles: str) -> AutoTokenizer:
+        """transformers' name for ``from_file``: a local folder (or fsspec URL) holding ``tokenizer.json``
+        and optionally ``tokenizer_config.json``. Nothing is downloaded: a hub id is refused with the fix."""
+        text = str(path)
+        if "://" not in text and not os.path.exists(os.path.expanduser(text)):
+            raise FileNotFoundError(
+                f"no tokenizer folder at {text!r}; h5pipe reads local tokenizers only: download it first "
+                f"(huggingface-cli download {text} tokenizer.json tokenizer_config.json --local-dir DIR) and pass DIR"
+            )
+        return cls.from_file(path, backend, **roles)
 
     @classmethod
     def train(

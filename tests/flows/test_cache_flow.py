@@ -192,5 +192,5 @@ def test_every_output_setting_reaches_the_files(gpt2_path, tmp_path):
     attrs = read_attrs(str(out / "train_chunk_0.h5"))
     assert attrs["output_format"] == "both" and bool(attrs["split_sentences"]) and attrs["max_row_bytes"] == 200
     assert (attrs["rows_read"], attrs["rows_skipped"], attrs["sentences_written"]) == (11, 1, 20)
-    assert (out / "train_chunk_0_sequence_document.bin").stat().st_size > 0
+    assert (out / "train_chunk_0_text_sentence.bin").stat().st_size > 0
     assert json.loads((out / "train_chunk_0.errors.jsonl").read_text())["line"] == 11

@@ -138,7 +138,7 @@ def test_unchanged_megatron_only_rerun_submits_no_task(gpt2_path, c4_chunks, tmp
     first = cache_flow(p)
     assert reused() == 0
     assert [r["output_url"].rsplit("/", 1)[-1] for r in first["chunks"]] == [
-        f"train_chunk_{i}_sequence_document.idx" for i in range(3)
+        f"train_chunk_{i}_text_document.idx" for i in range(3)
     ]
     idx = sorted((tmp_path / "out").glob("*.idx"))
     before = {f.name: f.stat().st_mtime_ns for f in idx}
@@ -146,10 +146,10 @@ def test_unchanged_megatron_only_rerun_submits_no_task(gpt2_path, c4_chunks, tmp
     assert reused() == 3
     assert second["cached"] == [True, True, True] and second["chunks"] == first["chunks"]
     assert {f.name: f.stat().st_mtime_ns for f in idx} == before
-    (tmp_path / "out" / "train_chunk_1_sequence_document.idx").unlink()
+    (tmp_path / "out" / "train_chunk_1_text_document.idx").unlink()
     third = cache_flow(p)  # a missing output is never reused: that chunk runs its tasks again
     assert reused() == 2
-    assert (tmp_path / "out" / "train_chunk_1_sequence_document.idx").exists()
+    assert (tmp_path / "out" / "train_chunk_1_text_document.idx").exists()
     assert third["chunks"][1]["sha256"] == first["chunks"][1]["sha256"]
 
 

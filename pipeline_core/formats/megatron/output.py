@@ -1,7 +1,11 @@
-"""Megatron-LM output of the cache stage: ``{stem}_{key}_document.bin/.idx`` per key.
+"""Megatron-LM output of the cache stage: ``{stem}_{key}_{level}.bin/.idx`` per key.
 
 Written for ``output_format='megatron'`` or ``'both'``, one indexed dataset per key that
-megatron-core's ``IndexedDataset(prefix)`` opens:
+megatron-core's ``IndexedDataset(prefix)`` opens. Names follow Megatron's ``preprocess_data.py``:
+``key`` is the JSON key the text came from (``text`` by default: ``{stem}_text_document``; a
+processor says so in ``megatron_names``, other keys keep their own name) and ``level`` is
+``sentence`` with ``split_sentences``, else ``document``. ``megatron_prefixes`` and the merged
+outputs are keyed by that file key.
 
 - the token keys (``sequence``; ``chosen`` and ``rejected`` for dpo) in the dtype Megatron picks
   for the vocabulary (``choose_dtype``: uint16 below 65500 ids, else int32);
@@ -32,17 +36,31 @@ from pipeline_core.formats.megatron import IndexedWriter, choose_dtype, merge_in
 from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
 from pipeline_core.storage.fs import is_local, join_url, remove_quietly, url_to_fs
 
+LEVELS = ("document", "sentence")
 
-def megatron_name(stem: str, key: str) -> str:
-    return f"{stem}_{key}_document"
+
+def megatron_name(stem: str, key: str, level: str = "document") -> str:
+    """The file prefix Megatron gives key ``key`` of ``stem`` at ``level`` (document or sentence)."""
+    return f"{stem}_{key}_{level}"
 
 
 class MegatronSink:
+    """One indexed dataset per key of a chunk, staged then published (see the module doc)."""
+
     def __init__(
-        self, output_dir: str, stem: str, layout: KeyLayout, vocab_size: int, storage_options: dict | None = None
+        self,
+        output_dir: str,
+        stem: str,
+        layout: KeyLayout,
+        vocab_size: int,
+        storage_options: dict | None = None,
+        *,
+        names: Mapping[str, str] | None = None,
+        level: str = "document",
     ) -> None:
         self.output_dir, self.stem, self.layout = str(output_dir), stem, layout
         self.vocab_size, self.storage_options = vocab_size, storage_options
+        self.names, self.level = dict(names or {}), level
         self.staging = _staging_dir(self.output_dir, stem, storage_options)
         self._writers: dict[str, IndexedWriter] = {}
         self._fractional: set[str] = set()
@@ -62,19 +80,24 @@ class MegatronSink:
             writer.finalize()
 
     def kept_keys(self) -> list[str]:
-        """The keys to publish: all but the deferred keys without a fractional value."""
-        return [k for k in self._writers if k not in self.layout.deferred or k in self._fractional]
+        """The file keys to publish: all but the deferred keys without a fractional value."""
+        kept = [k for k in self._writers if k not in self.layout.deferred or k in self._fractional]
+        return [self.file_key(k) for k in kept]
+
+    def file_key(self, key: str) -> str:
+        """The name key ``key`` has in file names (Megatron's JSON key for the text)."""
+        return self.names.get(key, key)
 
     def publish(self) -> dict[str, str]:
-        """Move the kept pairs to the output folder; {key: prefix URL}. Removes the staging folder
+        """Move the kept pairs to the output folder; {file key: prefix URL}. Removes the staging folder
         and the pairs an earlier run left for deferred keys this run does not keep."""
         published = {}
         for key in self.kept_keys():
-            name = megatron_name(self.stem, key)
+            name = megatron_name(self.stem, key, self.level)
             published[key] = join_url(self.output_dir, name)
             publish_pair(os.path.join(self.staging, name), published[key], self.storage_options)
-        for key in set(self.layout.deferred) - set(published):
-            prefix = join_url(self.output_dir, megatron_name(self.stem, key))
+        for key in {self.file_key(k) for k in self.layout.deferred} - set(published):
+            prefix = join_url(self.output_dir, megatron_name(self.stem, key, self.level))
             for ext in (".idx", ".bin"):
                 remove_quietly(prefix + ext, self.storage_options)
         self.discard()
@@ -95,7 +118,8 @@ class MegatronSink:
     def _writer(self, key: str, values: np.ndarray) -> IndexedWriter:
         if key not in self._writers:
             dtype = choose_dtype(self.vocab_size) if key in self.layout.groups else values.dtype
-            self._writers[key] = IndexedWriter(os.path.join(self.staging, megatron_name(self.stem, key)), dtype)
+            name = megatron_name(self.stem, self.file_key(key), self.level)
+            self._writers[key] = IndexedWriter(os.path.join(self.staging, name), dtype)
         return self._writers[key]
 
 
@@ -117,8 +141,9 @@ def merge_megatron(
     prefix_maps: Sequence[Mapping[str, str]], out_prefix: str, storage_options: dict | None = None
 ) -> dict[str, str]:
     """Join per-chunk outputs (``CacheStats.megatron_prefixes``, in order) key by key into
-    ``{out_prefix}_{key}_document``; streaming (see ``merge_indexed``). Chunks that wrote nothing
-    (no sample survived) are skipped. Returns {key: merged prefix URL}."""
+    ``{out_prefix}_{key}_{level}`` (the chunks' level: ``document`` or ``sentence``); streaming (see
+    ``merge_indexed``). Chunks that wrote nothing (no sample survived) are skipped. The output's
+    folder is created. Returns {key: merged prefix URL}."""
     maps = [m for m in prefix_maps if m]
     keys = sorted({k for m in maps for k in m})
     for i, m in enumerate(maps):
@@ -131,14 +156,20 @@ def merge_megatron(
         merged = {}
         for key in keys:
             local = [_local_prefix(m[key], tmp, f"{i}_{key}", storage_options) for i, m in enumerate(maps)]
-            merged[key] = f"{out_prefix}_{key}_document"
+            merged[key] = f"{out_prefix}_{key}_{level_of(maps[0][key])}"
             fs, path = url_to_fs(merged[key], storage_options)
             if is_local(fs):
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
                 merge_indexed(local, path)  # publishes atomically itself
             else:
                 merge_indexed(local, os.path.join(tmp, f"merged_{key}"))
                 publish_pair(os.path.join(tmp, f"merged_{key}"), merged[key], storage_options)
         return merged
+
+
+def level_of(prefix: str) -> str:
+    """``sentence`` for a ``..._sentence`` prefix, else ``document``."""
+    return "sentence" if str(prefix).endswith("_sentence") else "document"
 
 
 def _local_prefix(url_prefix: str, tmp: str, name: str, storage_options: dict | None) -> str:

@@ -85,6 +85,7 @@ def test_cache_writes_sentence_items_with_document_offsets(gpt2, llamafactory, t
         doc = sentences[documents[d] : documents[d + 1]]
         assert all(eos not in s for s in doc[:-1]) and doc[-1][-1] == eos
         assert "".join(gpt2.decode(s) for s in doc) == row["text"] + "<|endoftext|>"
-    dataset = _megatron_indexed_dataset()(stats.megatron_prefixes["sequence"])
+    dataset = _megatron_indexed_dataset()(stats.megatron_prefixes["text"])  # Megatron's name for --split-sentences
+    assert stats.megatron_prefixes["text"].endswith("_text_sentence")
     assert dataset.document_indices.tolist() == documents.tolist()
     assert [dataset[i].tolist() for i in range(len(dataset))] == sentences

@@ -175,11 +175,23 @@ def test_hub_id_is_loaded_from_the_hub_and_never_guessed_as_a_file(tmp_path):
         open_source(str(tmp_path / "no" / "such" / "dir"))
 
 
-def test_dataset_info_is_recognised_by_name(tmp_path):
+def test_dataset_info_is_recognised_by_content_not_name(tmp_path):
     assert locate(write_format(tmp_path, ".json")).kind == "files"
-    for name in ("mix.yaml", "mix.yml", "dataset_info.json", "dataset_info_v2.json"):
+    for name in ("mix.yaml", "mix.yml"):
         (tmp_path / name).write_text("{}")
         assert locate(tmp_path / name).kind == "dataset_info"
+    info = json.dumps({"a": {"file_name": "a.json"}, "b": {"hf_hub_url": "o/b", "columns": {"prompt": "t"}}})
+    for name in ("dataset_info.json", "my_mix.json", "data.json"):
+        (tmp_path / name).write_text(info)
+        assert locate(tmp_path / name).kind == "dataset_info"
+    data = {"dataset_info.json": '[{"text": "a"}]', "dataset_info_v2.json": '{"text": "a"}\n{"text": "b"}\n'}
+    for name, text in data.items():  # named like one, holding rows: data
+        (tmp_path / name).write_text(text)
+        assert locate(tmp_path / name).kind == "files"
+    (tmp_path / "rows.json").write_text(info)
+    assert locate(tmp_path / "rows.json", dataset_info=False).kind == "files"
+    (tmp_path / "forced.txt").write_text(info)
+    assert locate(tmp_path / "forced.txt", dataset_info=True).kind == "dataset_info"
 
 
 # --- errors ---------------------------------------------------------------------------------------

@@ -34,8 +34,8 @@ def test_megatron_reads_exactly_the_stored_sequences(gpt2, c4_chunks, tmp_path):
         str(c4_chunks[0]), str(tmp_path / "o"), ProcessorFactory.create("pt", gpt2), CacheOptions(output_format="both")
     )
     stored = [t.tolist() for t in load_h5(stats.output_url)["sequence"]]
-    assert stats.megatron_prefixes == {"sequence": str(tmp_path / "o" / "train_chunk_0_sequence_document")}
-    seqs, documents, dtype = megatron(stats.megatron_prefixes["sequence"])
+    assert stats.megatron_prefixes == {"text": str(tmp_path / "o" / "train_chunk_0_text_document")}  # Megatron's names
+    seqs, documents, dtype = megatron(stats.megatron_prefixes["text"])
     assert seqs == stored and documents == list(range(len(stored) + 1))
     assert np.dtype(dtype) == np.uint16  # gpt2's 50257 ids fit
 
@@ -76,7 +76,7 @@ def test_packed_hdf5_with_unpacked_megatron(gpt2, c4_chunks, tmp_path):
         ProcessorFactory.create("pt", gpt2),
         CacheOptions(pack_size=128, pad_value=0, output_format="both"),
     )
-    seqs, _, _ = megatron(stats.megatron_prefixes["sequence"])
+    seqs, _, _ = megatron(stats.megatron_prefixes["text"])
     with open_h5(stats.output_url) as f:
         packed = f["sequence"][...]
     flat = [t for s in seqs for t in s]
@@ -89,8 +89,8 @@ def test_merged_chunks_equal_the_concatenation(gpt2, c4_chunks, tmp_path, output
     processor = ProcessorFactory.create("pt", gpt2)
     stats = [cache_file(str(c), out, processor, CacheOptions(output_format="both")) for c in c4_chunks]
     merged = merge_megatron([s.megatron_prefixes for s in stats], f"{out}/all")
-    assert merged == {"sequence": f"{out}/all_sequence_document"}
-    local = merged["sequence"]
+    assert merged == {"text": f"{out}/all_text_document"}
+    local = merged["text"]
     if output_dir != "local":
         import fsspec
 

@@ -1,0 +1,57 @@
+"""The cache flow with ``val_size`` or ``shuffle``: rows split and/or permuted first
+(``pipeline_core.stages.splits``), then one ordinary cache run per split.
+
+Layout of ``output``:
+
+    output/_prepared/{train,validation}/*.jsonl   the split (shuffled) JSONL shards, the runs' inputs
+    output/train/        a complete cache output (its own h5pipe-manifest.json, verify-able)
+    output/validation/   the same for the validation rows (only with val_size)
+    output/h5pipe-splits.json   which splits exist, their rows and samples, seed, val_size, shuffle
+"""
+
+from __future__ import annotations
+
+import json
+
+from flows.params import CacheParams
+from pipeline_core.commit.manifest import MANIFEST
+from pipeline_core.stages.cache import list_inputs
+from pipeline_core.stages.splits import SplitOptions, prepare_splits
+from pipeline_core.storage.fs import join_url, url_to_fs, write_bytes_atomic
+
+PREPARED = "_prepared"
+SPLITS_RECORD = "h5pipe-splits.json"
+
+
+def split_options(params: CacheParams) -> SplitOptions:
+    """The core's split settings from the flow parameters."""
+    return SplitOptions(params.val_size, params.seed, params.shuffle, params.shuffle_bucket_bytes)
+
+
+def run_splits(params: CacheParams, storage: dict, cache_run) -> dict:
+    """Prepare the split shards, run ``cache_run`` per split, and record the splits beside them."""
+    inputs = [u for u in list_inputs(params.input, storage) if not u.endswith(".errors.jsonl")][: params.limit]
+    prepared = prepare_splits(inputs, join_url(params.output, PREPARED), split_options(params), storage)
+    results = {}
+    for split, shards in prepared.shards.items():
+        update = {"input": shards, "output": join_url(params.output, split), "val_size": None, "shuffle": False}
+        results[split] = cache_run(params.model_copy(update={**update, "limit": None}))
+    record = {
+        "val_size": params.val_size,
+        "seed": params.seed,
+        "shuffle": params.shuffle,
+        "splits": {
+            split: {
+                "folder": split,
+                "manifest": f"{split}/{MANIFEST}",
+                "rows": prepared.rows[split],
+                "samples": result["summary"].get("samples_written"),
+                "chunks": len(prepared.shards[split]),
+            }
+            for split, result in results.items()
+        },
+    }
+    fs, root = url_to_fs(params.output, storage)
+    fs.makedirs(root, exist_ok=True)
+    write_bytes_atomic(join_url(params.output, SPLITS_RECORD), json.dumps(record, indent=2).encode(), storage)
+    return {"summary": record, "splits": results}

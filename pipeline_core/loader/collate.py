@@ -1,0 +1,90 @@
+"""h5_collate: a ``DataLoader`` batch from ``H5Dataset`` items, as trainers take it.
+
+    loader = DataLoader(H5Dataset(folder, labels=True), batch_size=8, collate_fn=h5_collate)
+    batch["input_ids"], batch["attention_mask"], batch["labels"]     # [8, T] int64 each
+
+Unpacked items (one sample each, different lengths) are right-padded to the batch's longest:
+``input_ids`` (the stored ``sequence``) with ``pad_id``, ``labels`` with -100 (ignored by
+``F.cross_entropy`` and HF/TRL losses), masks with False, anything else with 0; ``attention_mask``
+is 1 on real tokens. Packed items (rows of ``pack_size``) are stacked as they are; their
+``attention_mask`` is 1 up to the pack's last document end, ``position_ids`` stay a [B, pack_size]
+tensor and ``cu_seqlens`` (one tensor per pack, of its own length) a list of B tensors. Other
+token keys (DPO's ``chosen``/``rejected``) are padded the same way with ``{key}_attention_mask``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+IGNORE_INDEX = -100  # the label torch's and HF's losses skip
+CU_SEQLENS = "cu_seqlens"
+RENAMED = {"sequence": "input_ids"}
+
+
+@dataclass(frozen=True, slots=True)
+class H5Collate:
+    """A collate function padding with ``pad_id`` (see the module doc); ``h5_collate`` pads with 0,
+    ``H5Dataset.collate`` with the pad id the files were written with."""
+
+    pad_id: int = 0
+
+    def __call__(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+        if not items:
+            raise ValueError("h5_collate got an empty batch")
+        if CU_SEQLENS in items[0]:
+            return self._packed(items)
+        return self._unpacked(items)
+
+    def _packed(self, items: Sequence[dict]) -> dict:
+        batch: dict = {CU_SEQLENS: [it[CU_SEQLENS] for it in items]}
+        for key in items[0]:
+            if key != CU_SEQLENS:
+                batch[RENAMED.get(key, key)] = torch.stack([it[key] for it in items])
+        if "input_ids" in batch:
+            width = batch["input_ids"].shape[1]
+            used = torch.tensor([int(cu[-1]) if len(cu) else 0 for cu in batch[CU_SEQLENS]])
+            batch["attention_mask"] = (torch.arange(width)[None, :] < used[:, None]).long()
+        return batch
+
+    def _unpacked(self, items: Sequence[dict]) -> dict:
+        batch: dict = {}
+        for key in items[0]:
+            values = [it[key] for it in items]
+            name = RENAMED.get(key, key)
+            if values[0].dim() == 0:
+                batch[name] = torch.stack(values)
+                continue
+            batch[name] = pad(values, self._fill(key, values[0]))
+            if is_token_key(key, values[0]):
+                mask = "attention_mask" if name == "input_ids" else f"{key}_attention_mask"
+                batch[mask] = pad([torch.ones(len(v), dtype=torch.long) for v in values], 0)
+        return batch
+
+    def _fill(self, key: str, sample: torch.Tensor) -> int | bool | float:
+        if key == "labels" or key.endswith("_labels"):
+            return IGNORE_INDEX
+        if sample.dtype == torch.bool:
+            return False
+        return self.pad_id if is_token_key(key, sample) else 0
+
+
+def is_token_key(key: str, sample: torch.Tensor) -> bool:
+    """Whether ``key`` holds token ids: an integer key that is no label, position or boundary."""
+    if sample.dtype in (torch.bool, torch.float16, torch.float32, torch.float64, torch.uint8):
+        return False
+    return key not in ("position_ids", CU_SEQLENS, "labels") and not key.endswith(("_labels", "_lengths"))
+
+
+def pad(values: Sequence[torch.Tensor], fill) -> torch.Tensor:
+    """The 1-D ``values`` right-padded with ``fill`` to the longest, as one [len(values), longest] tensor."""
+    longest = max(len(v) for v in values)
+    out = torch.full((len(values), longest), fill, dtype=values[0].dtype)
+    for row, value in enumerate(values):
+        out[row, : len(value)] = value
+    return out
+
+
+h5_collate = H5Collate()

@@ -1,0 +1,162 @@
+"""h5_collate with a real DataLoader over real sft cache outputs, unpacked and packed: every sample
+exactly once per epoch, int64 ids, labels -100 exactly where loss_mask is False (checked against the
+processor's own masks), and F.cross_entropy takes the batch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader
+
+from pipeline_core import H5Dataset, ProcessorFactory, cache_jsonl, h5_collate, load_h5
+from pipeline_core.formats.h5 import H5Writer
+from pipeline_core.formats.ragged import Ragged
+from pipeline_core.loader import H5Collate
+from tests.conftest import load_json_or_jsonl
+
+
+@pytest.fixture(scope="module")
+def sft(trained, llamafactory, tmp_path_factory):
+    """Three chunks of alpaca through the cache stage: unpacked, concat-packed and bfd-packed."""
+    root = tmp_path_factory.mktemp("collate")
+    rows = [
+        {"query": r["instruction"], "response": r["output"]}
+        for r in load_json_or_jsonl(llamafactory / "alpaca_en_demo.json")[:90]
+    ]
+    inputs = []
+    for i, (start, stop) in enumerate([(0, 40), (40, 41), (41, 90)]):
+        inputs.append(root / f"train_chunk_{i}.jsonl")
+        inputs[-1].write_text("".join(json.dumps(r) + "\n" for r in rows[start:stop]))
+    processor = ProcessorFactory.create("sft", trained)
+    outputs = {
+        "unpacked": cache_jsonl(inputs, root / "unpacked", processor),
+        "concat": cache_jsonl(inputs, root / "concat", processor, pack_size=128, pad_value=0),
+        "bfd": cache_jsonl(inputs, root / "bfd", processor, pack_size=512, pad_value=0, packing="bfd"),
+    }
+    return root, outputs, processor.process_batch(rows).samples
+
+
+def logits_for(batch, vocab: int) -> torch.Tensor:
+    return torch.randn(*batch["input_ids"].shape, vocab)
+
+
+def test_unpacked_batches_pad_to_the_longest_with_labels(sft, trained):
+    root, _, expected = sft
+    loader = DataLoader(H5Dataset(root / "unpacked", labels=True), batch_size=8, num_workers=2, collate_fn=h5_collate)
+    seen = []
+    for batch in loader:
+        ids, attention, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+        assert ids.dtype == labels.dtype == attention.dtype == torch.int64
+        lengths = attention.sum(1).tolist()
+        assert ids.shape[1] == max(lengths)  # the batch's longest, not a global width
+        for row, n in enumerate(lengths):
+            i = len(seen)
+            seen.append(ids[row, :n].tolist())
+            mask = torch.from_numpy(expected["loss_mask"][i])
+            want = torch.where(mask, torch.from_numpy(expected["sequence"][i]).long(), -100)
+            assert torch.equal(labels[row, :n], want)  # -100 exactly where loss_mask is False
+            assert (labels[row, n:] == -100).all() and (ids[row, n:] == 0).all() and (attention[row, n:] == 0).all()
+        vocab = trained.vocab_size
+        loss = F.cross_entropy(logits_for(batch, vocab).view(-1, vocab), labels.view(-1))
+        assert torch.isfinite(loss)
+    assert seen == expected["sequence"].to_lists()  # every sample once, in order
+
+
+@pytest.mark.parametrize("packing", ["concat", "bfd"])
+def test_packed_batches_keep_boundaries_per_item(sft, trained, packing):
+    root, outputs, _ = sft
+    stored = [load_h5(u) for u in outputs[packing]]
+    rows = [tuple(r.tolist()) for s in stored for r in s["sequence"]]
+    cus = {tuple(r.tolist()): c for s in stored for r, c in zip(s["sequence"], s["cu_seqlens"])}
+    masks = {tuple(r.tolist()): m for s in stored for r, m in zip(s["sequence"], s["loss_mask"])}
+    dataset = H5Dataset(root / packing, labels=True)
+    loader = DataLoader(dataset, batch_size=8, num_workers=2, shuffle=True, collate_fn=h5_collate)
+    seen = Counter()
+    for batch in loader:
+        ids, labels = batch["input_ids"], batch["labels"]
+        assert ids.dtype == batch["position_ids"].dtype == torch.int64 and ids.shape[1] == dataset.attrs[0]["pack_size"]
+        assert isinstance(batch["cu_seqlens"], list) and len(batch["cu_seqlens"]) == len(ids)
+        for row, cu in enumerate(batch["cu_seqlens"]):
+            key = tuple(ids[row].tolist())
+            seen[key] += 1
+            assert cu.dtype == torch.int32 and torch.equal(cu, torch.as_tensor(cus[key]))
+            assert batch["attention_mask"][row].sum() == int(cu[-1])
+            want = torch.where(torch.as_tensor(masks[key]), ids[row], -100)
+            assert torch.equal(labels[row], want)
+        vocab = trained.vocab_size
+        assert torch.isfinite(F.cross_entropy(logits_for(batch, vocab).view(-1, vocab), labels.view(-1)))
+    assert seen == Counter(rows)  # every pack exactly once per epoch
+
+
+def test_narrow_stored_ids_come_back_int64(tmp_path):
+    writer = H5Writer(str(tmp_path / "chunk_0.h5"))
+    writer.append_ragged("sequence", Ragged.from_lists([[65535, 2, 3], [7]], dtype=np.uint16))
+    writer.append_ragged("loss_mask", Ragged.from_lists([[0, 1, 1], [1]], dtype=bool))
+    writer.close()
+    for share in (False, True):
+        dataset = H5Dataset(tmp_path, labels=True, share_memory=share)
+        item = dataset[0]
+        assert item["sequence"].dtype == torch.int64 and item["sequence"].tolist() == [65535, 2, 3]
+        assert item["labels"].tolist() == [-100, 2, 3]
+    batch = H5Collate(pad_id=9)([dataset[0], dataset[1]])
+    assert batch["input_ids"].tolist() == [[65535, 2, 3], [7, 9, 9]]
+    assert batch["labels"].tolist() == [[-100, 2, 3], [7, -100, -100]]
+    assert batch["loss_mask"].tolist() == [[False, True, True], [True, False, False]]
+
+
+def test_labels_need_a_mask_and_collate_pads_with_the_files_pad_id(sft, trained, tmp_path):
+    root, _, _ = sft
+    with pytest.raises(KeyError, match="labels=True needs a token key with its mask"):
+        H5Dataset(root / "unpacked", keys=["sequence"], labels=True)
+    assert H5Dataset(root / "unpacked").collate.pad_id == trained.token_to_id(trained.roles["pad"])
+    with pytest.raises(ValueError, match="empty batch"):
+        h5_collate([])
+
+
+def test_dpo_style_keys_get_their_own_labels_and_masks(tmp_path):
+    writer = H5Writer(str(tmp_path / "chunk_0.h5"))
+    writer.append_ragged("chosen", Ragged.from_lists([[1, 2, 3], [4]]))
+    writer.append_ragged("chosen_mask", Ragged.from_lists([[0, 1, 1], [1]], dtype=bool))
+    writer.close()
+    batch = h5_collate([H5Dataset(tmp_path, labels=True)[i] for i in range(2)])
+    assert batch["chosen_labels"].tolist() == [[-100, 2, 3], [4, -100, -100]]
+    assert batch["chosen_attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+def test_importing_the_core_does_not_import_torch():
+    code = "import sys, pipeline_core; assert 'torch' not in sys.modules; pipeline_core.h5_collate; assert 'torch' in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    samples=st.lists(
+        st.lists(st.tuples(st.integers(0, 70000), st.booleans()), min_size=1, max_size=20), min_size=1, max_size=9
+    ),
+    pad_id=st.integers(0, 5),
+)
+def test_unpacked_collate_is_undone_by_its_attention_mask(samples, pad_id):
+    items = []
+    for sample in samples:
+        ids = torch.tensor([t for t, _ in sample], dtype=torch.int64)
+        mask = torch.tensor([m for _, m in sample])
+        items.append({"sequence": ids, "loss_mask": mask, "labels": torch.where(mask, ids, -100)})
+    batch = H5Collate(pad_id)(items)
+    width = max(len(s) for s in samples)
+    assert batch["input_ids"].shape == batch["labels"].shape == (len(samples), width)
+    for row, item in enumerate(items):
+        n = int(batch["attention_mask"][row].sum())
+        assert n == len(item["sequence"]) and batch["attention_mask"][row, :n].all()
+        assert torch.equal(batch["input_ids"][row, :n], item["sequence"])
+        assert torch.equal(batch["labels"][row, :n], item["labels"])
+        assert (batch["input_ids"][row, n:] == pad_id).all() and (batch["labels"][row, n:] == -100).all()
+        assert not batch["loss_mask"][row, n:].any()
