@@ -151,6 +151,13 @@ class CacheParams(BaseModel):
             raise ValueError("input is required: a JSONL file, a folder of chunks, or a list of files")
         return self
 
+    def build_processor(self):
+        """Load the tokenizer and build the processor: a ConfigError (a strategy's marker the
+        tokenizer lacks, a bad template...) surfaces here, before any flow or task starts."""
+        from pipeline_core.processors.build import build_processor, load_tokenizer
+
+        return build_processor(self.processor_spec(), load_tokenizer(self.tokenizer.spec()))
+
     def processor_spec(self) -> ProcessorSpec:
         return ProcessorSpec(
             self.processor,
