@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import fsspec
+import numpy as np
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from pipeline_core.formats.ragged import Ragged
@@ -124,6 +125,12 @@ class AutoTokenizer:
         """``encode_markup(text)`` and the start character of each token in ``text``."""
         encoding = self._markup.encode(text, add_special_tokens=False)
         return encoding.ids, [start for start, _ in encoding.offsets]
+
+    def encode_markup_with_spans(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``encode_markup(text)`` as int32 ids, with each token's start and end character in ``text``."""
+        encoding = self._markup.encode(text, add_special_tokens=False)
+        offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+        return np.asarray(encoding.ids, dtype=np.int32), offsets[:, 0], offsets[:, 1]
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         return self._markup.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
