@@ -69,7 +69,8 @@ def _local_stamps(path: str) -> tuple:
         return ()
     local = Path(path.removeprefix("file://"))
     folder = local if local.is_dir() else local.parent
-    files = [folder / name for name in TOKENIZER_FILES] + ([] if local.is_dir() else [local])
+    files = [folder / name for name in TOKENIZER_FILES] + sorted(folder.glob("chat_templates/*.jinja"))
+    files += [] if local.is_dir() else [local]
     return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
 
 
