@@ -87,6 +87,10 @@ class PromptStrategy(ABC):
     def assemble_response_batch(self, responses: Ragged) -> Ragged:
         return concat_ragged([responses, tile_rows(self.response_suffix, len(responses))])
 
+    def render_samples(self, messages: list[Message]) -> list[list[Piece]]:
+        """The samples of one conversation: one (the template strategy may give one per turn)."""
+        return [self.render_messages(messages)]
+
     def render_messages(self, messages: list[Message]) -> list[Piece]:
         """The conversation as pieces; by default user/assistant text turns built from the runs."""
         pieces: list[Piece] = []

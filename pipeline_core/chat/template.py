@@ -27,7 +27,10 @@ Spans, per row:
   (Qwen3 drops earlier reasoning, Phi-3.5 writes eos only at the very end): no earlier turn has an
   exact answer inside the whole render, so with ``rewritten="last"`` (the default) the row is
   ``through`` of its last assistant turn with that turn alone trained: exactly what the model is
-  shown when it generates that turn. ``rewritten="refuse"`` makes such rows a RowError instead.
+  shown when it generates that turn. ``rewritten="per_turn"`` makes one sample per assistant turn
+  instead (each ``through`` of its turn, that turn trained; the sft processor keeps those with
+  something to train), as LLaMA-Factory v1's prefix cuts do; ``"refuse"`` makes such rows a RowError.
+  Rows whose template does not rewrite them are one sample whatever the setting.
 
 Tokens: the whole text is encoded once (those are the ids); each span edge is cut at the token
 whose character offset is the edge. A token whose characters cross an edge means no exact mask
@@ -59,8 +62,8 @@ from pipeline_core.tokenizer.chat_template import render_chat_template, render_w
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
 PROBE = [text_message("user", "Hello there."), text_message("assistant", "Hi! How can I help?")]
 Span = tuple[int, int, int]  # [start, end) in the rendered text, index of the template message
-Rewritten = Literal["last", "refuse"]
-REWRITTEN = ("last", "refuse")
+Rewritten = Literal["last", "per_turn", "refuse"]
+REWRITTEN = ("last", "per_turn", "refuse")
 
 
 @StrategyFactory.register("template")
@@ -77,7 +80,7 @@ class TemplateStrategy(PromptStrategy):
         self.template = self.templates.get("default") or next(iter(self.templates.values()))
         self.mask_source = "generation" if GENERATION_TAG.search(self.template) else "prefix"
         if rewritten not in REWRITTEN:
-            raise ConfigError(f"rewritten must be 'last' or 'refuse', got {rewritten!r}")
+            raise ConfigError(f"rewritten must be one of {', '.join(REWRITTEN)}, got {rewritten!r}")
         self.rewritten: Rewritten = rewritten  # type: ignore[assignment]
         self.kwargs = _checked_kwargs(chat_template_kwargs)
         self._variables = {**tokenizer.template_variables(), **self.kwargs}
@@ -99,14 +102,23 @@ class TemplateStrategy(PromptStrategy):
         return out
 
     def render_messages(self, messages: list[Message]) -> list[Piece]:
+        """One sample (``rewritten="per_turn"`` gives the last turn's here: see render_samples)."""
+        return self._render_samples(messages, per_turn=False)[0]
+
+    def render_samples(self, messages: list[Message]) -> list[list[Piece]]:
+        """The row's samples: one, or with ``rewritten="per_turn"`` and a template that rewrites
+        history, one per assistant turn (each the render through that turn, that turn trained)."""
+        return self._render_samples(messages, per_turn=self.rewritten == "per_turn")
+
+    def _render_samples(self, messages: list[Message], per_turn: bool) -> list[list[Piece]]:
         self._check_specials(messages)
         conversation = template_conversation(messages)
         template = self._template_for(conversation)
         if GENERATION_TAG.search(template):
-            text, spans = self._generation_spans(template, conversation)
+            found = [self._generation_spans(template, conversation)]
         else:
-            text, spans = self._prefix_spans(template, conversation)
-        return self._pieces(text, spans, conversation.owners)
+            found = self._prefix_spans(template, conversation, per_turn)
+        return [self._pieces(text, spans, conversation.owners) for text, spans in found]
 
     def render_text(self, messages: list[Message]) -> str:
         conversation = template_conversation(messages)
@@ -131,7 +143,9 @@ class TemplateStrategy(PromptStrategy):
         return self.template
 
     # ---- spans ---------------------------------------------------------------------------
-    def _prefix_spans(self, template: str, conversation: TemplateConversation) -> tuple[str, list[Span]]:
+    def _prefix_spans(
+        self, template: str, conversation: TemplateConversation, per_turn: bool
+    ) -> list[tuple[str, list[Span]]]:
         chat = conversation.messages
         full = self._render(template, conversation, chat, False)
         spans: list[Span] = []
@@ -142,9 +156,9 @@ class TemplateStrategy(PromptStrategy):
             through = self._render(template, conversation, chat[: k + 1], False)
             exact = through.startswith(before) and full.startswith(through)
             if not exact or len(before) < (spans[-1][1] if spans else 0):
-                return self._last_turn(template, conversation, conversation.owners[k])
+                return self._rewritten(template, conversation, conversation.owners[k], per_turn)
             spans.append((len(before), len(through), k))
-        return full, spans
+        return [(full, spans)]
 
     def _turn(self, template: str, conversation: TemplateConversation, k: int) -> tuple[str, str]:
         """(render of messages[:k] with the generation prompt, render of messages[:k+1]); the first
@@ -160,18 +174,24 @@ class TemplateStrategy(PromptStrategy):
             )
         return before, through
 
-    def _last_turn(self, template: str, conversation: TemplateConversation, owner: int) -> tuple[str, list[Span]]:
-        """The row as the render through its last assistant turn, that turn alone a span
-        (``owner``: the v1 message whose turn has no exact answer inside the whole render)."""
+    def _rewritten(
+        self, template: str, conversation: TemplateConversation, owner: int, per_turn: bool
+    ) -> list[tuple[str, list[Span]]]:
+        """A row whose template rewrites history: the render through its last assistant turn
+        (or through each one, ``per_turn``), that turn alone a span. ``owner``: the v1 message
+        whose turn has no exact answer inside the whole render."""
         if self.rewritten == "refuse":
             raise _mask_error(
                 f"the template rewrites history: message {owner} has no exact answer inside the whole "
                 "conversation; rewritten='last' trains the last turn on the render up to it",
                 owner,
             )
-        last = max(k for k, m in enumerate(conversation.messages) if m["role"] == "assistant")
-        before, through = self._turn(template, conversation, last)
-        return through, [(len(before), len(through), last)]
+        turns = [k for k, m in enumerate(conversation.messages) if m["role"] == "assistant"]
+        samples = []
+        for k in turns if per_turn else turns[-1:]:
+            before, through = self._turn(template, conversation, k)
+            samples.append((through, [(len(before), len(through), k)]))
+        return samples
 
     def _generation_spans(self, template: str, conversation: TemplateConversation) -> tuple[str, list[Span]]:
         try:

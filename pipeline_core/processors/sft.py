@@ -16,9 +16,11 @@ With ``media="keep"`` the media references are stored per sample under ``media``
 
 from __future__ import annotations
 
+import numpy as np
+
 from pipeline_core.processors import fast_pairs
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
-from pipeline_core.processors.conversation import Rendered, encode_rendered, render
+from pipeline_core.processors.conversation import Rendered, encode_rendered, render_all
 from pipeline_core.processors.length import over_length, truncate_all
 from pipeline_core.processors.media import media_ragged
 from pipeline_core.processors.messages import ConversationReader
@@ -50,8 +52,9 @@ class SFTProcessor(Processor):
     def describe(self) -> dict:
         return {**super().describe(), **self.reader.describe()}
 
-    def _extract(self, row: dict) -> tuple[Rendered]:
-        return (render(self.strategy, self.reader.sft(row, self.response_key, self.normalizer)),)
+    def _extract(self, row: dict) -> list[Rendered]:
+        """The row's samples: one, or one per turn (the template strategy's ``rewritten="per_turn"``)."""
+        return render_all(self.strategy, self.reader.sft(row, self.response_key, self.normalizer))
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
         fast = fast_pairs.sft_batch(self, rows)
@@ -59,7 +62,8 @@ class SFTProcessor(Processor):
 
     def _general_batch(self, rows: list[dict]) -> ProcessedBatch:
         good, positions, errors = split_valid(rows, self._extract)
-        rendered = [g[0] for g in good]
+        rendered = [r for samples in good for r in samples]
+        positions = np.repeat(positions, [len(samples) for samples in good])
         encoded = encode_rendered(self.tokenizer, rendered)
         lengths = encoded.sequence.lengths
         keep, dropped, truncated = over_length(lengths, encoded.prompt_lengths, self.max_length, self.overflow)

@@ -221,3 +221,28 @@ def test_v1_row_with_tools_renders_the_tools_section(folders):
     text = tok.decode(out["sequence"].tolist())
     assert "<tools>" in text and "get_weather" in text
     assert check_rows(tok, reference(folder), [row], ConverterFactory.create("messages"))["ok"] == 1
+
+
+@pytest.mark.parametrize("family", ["qwen3", "phi3.5"])
+def test_per_turn_gives_one_sample_per_trained_turn(folders, family):
+    from pipeline_core.converters import ConverterFactory
+
+    folder = folders[family]
+    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
+    convert = ConverterFactory.create("messages")
+    rows = reasoning_rows()[:2]
+    strategy = StrategyFactory.create("template", tok, rewritten="per_turn")
+    batch = ProcessorFactory.create_with_strategy("sft", tok, strategy, converter=convert).process_batch(rows)
+    assert not batch.errors
+    expected = []
+    for i, row in enumerate(rows):
+        expect = Reference(ref, convert(row)["messages"])
+        for k, m in enumerate(expect.messages):
+            if m["role"] == "assistant" and expect.weights[expect.owners[k]] > 0:
+                turn = Reference(ref, convert(row)["messages"][: expect.owners[k] + 1])
+                expected.append((i, *turn.expected()[:2]))
+    # row 0: both answers; row 1: the tool-call turn is masked out by default, so only the last
+    assert batch.rows.tolist() == [i for i, _, _ in expected] == [0, 0, 1]
+    for j, (_, ids, mask) in enumerate(expected):
+        assert batch.samples["sequence"][j].tolist() == ids
+        assert batch.samples["loss_mask"][j].tolist() == mask.tolist()
