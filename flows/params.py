@@ -100,6 +100,9 @@ class ExportParams(BaseModel):
     run: RunOptions = Field(default_factory=RunOptions)
 
 
+MASK_CONTROLS = {"train_on_prompt": "sft", "train_on_eos": "sft", "add_bos": "pt", "add_eos": "pt"}
+
+
 class CacheParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -112,6 +115,12 @@ class CacheParams(BaseModel):
     strategy: str | None = Field(None, description="chatml | alpaca | template | ...; default per processor")
     strategy_kwargs: dict = Field(default_factory=dict)
     processor_kwargs: dict = Field(default_factory=dict, description="e.g. converter, train_on, media")
+    train_on_prompt: bool = Field(False, description="sft: train on every token, the prompt's too")
+    train_on_eos: Literal["turn", "last", "none"] = Field(
+        "turn", description="sft: end-of-turn tokens trained on every turn, the last one only, or none"
+    )
+    add_bos: bool = Field(False, description="pt: start every document with the tokenizer's bos")
+    add_eos: bool = Field(True, description="pt: end every document with eos (Megatron's --append-eod)")
     pack_size: int = Field(0, ge=0, description="0 = no packing")
     pad_value: int | None = None
     packing: Literal["concat", "bfd"] = Field(
@@ -146,6 +155,18 @@ class CacheParams(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _mask_controls_fit_the_processor(self):
+        for name in self.mask_controls():
+            if self.processor != MASK_CONTROLS[name]:
+                raise ValueError(f"{name} applies to the {MASK_CONTROLS[name]} processor, not {self.processor!r}")
+        return self
+
+    def mask_controls(self) -> dict:
+        """The mask controls set away from their defaults: processor keyword arguments."""
+        fields = type(self).model_fields
+        return {n: getattr(self, n) for n in MASK_CONTROLS if getattr(self, n) != fields[n].default}
+
+    @model_validator(mode="after")
     def _input_given(self):
         if not self.input:
             raise ValueError("input is required: a JSONL file, a folder of chunks, or a list of files")
@@ -163,7 +184,7 @@ class CacheParams(BaseModel):
             self.processor,
             self.strategy,
             dict(self.strategy_kwargs),
-            dict(self.processor_kwargs),
+            {**self.processor_kwargs, **self.mask_controls()},
             self.normalizer,
             dict(self.normalizer_rules),
             self.max_length,

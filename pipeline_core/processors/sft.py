@@ -11,7 +11,7 @@ strategy renders them (strategies.py). ``train_on="all"`` trains on every assist
 loss_weight > 0, ``"last"`` on the last one; ``train_tool_calls=False`` masks out assistant turns
 that only call tools; ``converter=`` converts raw rows first. ``loss_weight`` (float32) is always
 produced and is a deferred key: it says more than ``loss_mask`` only when a weight is not 0/1.
-With ``media="keep"`` the media references are stored per sample under ``media`` (media.py).
+``train_on_prompt`` and ``train_on_eos`` are the mask controls of mask.py. With ``media="keep"`` the media references are stored per sample under ``media`` (media.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import numpy as np
 
 from pipeline_core.processors import fast_pairs
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
-from pipeline_core.processors.conversation import Rendered, encode_rendered, render_all
+from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, render_all
 from pipeline_core.processors.length import over_length, truncate_all
+from pipeline_core.processors.mask import EndTokens, MaskControls, controlled
 from pipeline_core.processors.media import media_ragged
 from pipeline_core.processors.messages import ConversationReader
 
@@ -42,22 +43,27 @@ class SFTProcessor(Processor):
         train_on: str = "all",
         media: str = "skip",
         train_tool_calls: bool = False,
+        train_on_prompt: bool = False,
+        train_on_eos: str = "turn",
         **kwargs,
     ):
         super().__init__(tokenizer, strategy, **kwargs)
+        self.controls = MaskControls(bool(train_on_prompt), train_on_eos)
+        self._ends = EndTokens([tokenizer.token_to_id(t) for t in tokenizer.special_tokens], tokenizer.decode)
         self.query_key, self.response_key = query_key, response_key
         self.reader = ConversationReader(converter, train_on, media, query_key, train_tool_calls)
         self.sample_keys = ("media",) if media == "keep" else ()
 
     def describe(self) -> dict:
-        return {**super().describe(), **self.reader.describe()}
+        controls = {} if self.controls.default else self.controls.describe()  # older outputs' keys unchanged
+        return {**super().describe(), **self.reader.describe(), **controls}
 
     def _extract(self, row: dict) -> list[Rendered]:
         """The row's samples: one, or one per turn (the template strategy's ``rewritten="per_turn"``)."""
         return render_all(self.strategy, self.reader.sft(row, self.response_key, self.normalizer))
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
-        fast = fast_pairs.sft_batch(self, rows)
+        fast = fast_pairs.sft_batch(self, rows) if self.controls.default else None
         return fast if fast is not None else self._general_batch(rows)
 
     def _general_batch(self, rows: list[dict]) -> ProcessedBatch:
@@ -65,8 +71,15 @@ class SFTProcessor(Processor):
         rendered = [r for samples in good for r in samples]
         positions = np.repeat(positions, [len(samples) for samples in good])
         encoded = encode_rendered(self.tokenizer, rendered)
+        failed: list = []
+        if not self.controls.default:
+            weight, failed = controlled(self.controls, encoded.sequence, encoded.weight, self._ends)
+            encoded = Encoded(encoded.sequence, weight)
         lengths = encoded.sequence.lengths
         keep, dropped, truncated = over_length(lengths, encoded.prompt_lengths, self.max_length, self.overflow)
+        if failed:
+            keep[[i for i, _ in failed]] = False
+            errors = errors + [(int(positions[i]), e) for i, e in failed]
         samples = {"sequence": encoded.sequence, "loss_mask": encoded.mask, "loss_weight": encoded.weight}
         samples = truncate_all(samples, self.max_length)
         if self.sample_keys:
