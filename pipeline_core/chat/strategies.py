@@ -91,6 +91,16 @@ class PromptStrategy(ABC):
         """The samples of one conversation: one (the template strategy may give one per turn)."""
         return [self.render_messages(messages)]
 
+    def render_samples_batch(self, conversations: list[list[Message]]) -> list[list[list[Piece]] | RowError]:
+        """``render_samples`` of each conversation, or the RowError it raised (a strategy may batch the work)."""
+        out: list[list[list[Piece]] | RowError] = []
+        for messages in conversations:
+            try:
+                out.append(self.render_samples(messages))
+            except RowError as e:
+                out.append(e)
+        return out
+
     def render_messages(self, messages: list[Message]) -> list[Piece]:
         """The conversation as pieces; by default user/assistant text turns built from the runs."""
         pieces: list[Piece] = []

@@ -45,6 +45,7 @@ token string, which the rendered text would turn into a control token).
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from typing import Literal
@@ -64,6 +65,7 @@ PROBE = [text_message("user", "Hello there."), text_message("assistant", "Hi! Ho
 Span = tuple[int, int, int]  # [start, end) in the rendered text, index of the template message
 Rewritten = Literal["last", "per_turn", "refuse"]
 REWRITTEN = ("last", "per_turn", "refuse")
+Rendering = tuple[list[tuple[str, list[Span]]], list[int]]  # (each sample's text and spans, owners)
 
 
 @StrategyFactory.register("template")
@@ -103,22 +105,51 @@ class TemplateStrategy(PromptStrategy):
 
     def render_messages(self, messages: list[Message]) -> list[Piece]:
         """One sample (``rewritten="per_turn"`` gives the last turn's here: see render_samples)."""
-        return self._render_samples(messages, per_turn=False)[0]
+        return self._one(messages, per_turn=False)[-1]
 
     def render_samples(self, messages: list[Message]) -> list[list[Piece]]:
         """The row's samples: one, or with ``rewritten="per_turn"`` and a template that rewrites
         history, one per assistant turn (each the render through that turn, that turn trained)."""
-        return self._render_samples(messages, per_turn=self.rewritten == "per_turn")
+        return self._one(messages, self.rewritten == "per_turn")
 
-    def _render_samples(self, messages: list[Message], per_turn: bool) -> list[list[Piece]]:
+    def _one(self, messages: list[Message], per_turn: bool) -> list[list[Piece]]:
+        found = self._cut_all([self._texts(messages, per_turn)])[0]
+        if isinstance(found, RowError):
+            raise found
+        return found
+
+    def render_samples_batch(self, conversations: list[list[Message]]) -> list[list[list[Piece]] | RowError]:
+        """Every row rendered first, then all texts encoded in one tokenizer call, then cut."""
+        rendered: list[Rendering | RowError] = []
+        for messages in conversations:
+            try:
+                rendered.append(self._texts(messages, self.rewritten == "per_turn"))
+            except RowError as e:
+                rendered.append(e)
+        return self._cut_all(rendered)
+
+    def _texts(self, messages: list[Message], per_turn: bool) -> Rendering:
+        """The row's sample texts and their spans, before any encoding."""
         self._check_specials(messages)
         conversation = template_conversation(messages)
         template = self._template_for(conversation)
         if GENERATION_TAG.search(template):
-            found = [self._generation_spans(template, conversation)]
-        else:
-            found = self._prefix_spans(template, conversation, per_turn)
-        return [self._pieces(text, spans, conversation.owners) for text, spans in found]
+            return [self._generation_spans(template, conversation)], conversation.owners
+        return self._prefix_spans(template, conversation, per_turn), conversation.owners
+
+    def _cut_all(self, rendered: list[Rendering | RowError]) -> list[list[list[Piece]] | RowError]:
+        texts = [text for r in rendered if not isinstance(r, RowError) for text, _ in r[0]]
+        encoded = iter(self.tokenizer.encode_markup_batch_with_offsets(texts))
+        out: list[list[list[Piece]] | RowError] = []
+        for r in rendered:
+            if isinstance(r, RowError):
+                out.append(r)
+                continue
+            samples, owners = r
+            cut = [_pieces(text, spans, owners, *next(encoded)) for text, spans in samples]
+            errors = [c for c in cut if isinstance(c, RowError)]
+            out.append(errors[0] if errors else cut)
+        return out
 
     def render_text(self, messages: list[Message]) -> str:
         conversation = template_conversation(messages)
@@ -218,18 +249,6 @@ class TemplateStrategy(PromptStrategy):
         chat = conversation.messages[: assistants[-1]]
         return span[0] >= len(self._render(template, conversation, chat, True))
 
-    # ---- tokens --------------------------------------------------------------------------
-    def _pieces(self, text: str, spans: list[Span], owners: list[int]) -> list[Piece]:
-        """Cut the ids of the whole text at the tokens whose offsets are the span edges."""
-        ids, starts, ends = self.tokenizer.encode_markup_with_spans(text)
-        pieces, start, chars = [], 0, 0
-        for value, owner, target in _segments(text, spans, owners):
-            chars += len(value)
-            end = _cut(starts, ends, chars, text) if chars < len(text) else ids.size
-            pieces.append(Piece(ids=ids[start:end], message=owner, target=target))
-            start = end
-        return pieces
-
     # ---- rendering -----------------------------------------------------------------------
     def _render(
         self, template: str, conversation: TemplateConversation, messages: list[dict], generation_prompt: bool
@@ -294,15 +313,35 @@ def _checked_kwargs(kwargs: dict | None) -> dict:
     return kwargs
 
 
-def _cut(starts: np.ndarray, ends: np.ndarray, edge: int, text: str) -> int:
+def _pieces(
+    text: str, spans: list[Span], owners: list[int], ids: np.ndarray, offsets: list[tuple[int, int]]
+) -> list[Piece] | RowError:
+    """Cut the ids of the whole text at the tokens whose offsets are the span edges."""
+    pieces, start, chars = [], 0, 0
+    try:
+        for value, owner, target in _segments(text, spans, owners):
+            chars += len(value)
+            end = _cut(offsets, chars, text) if chars < len(text) else ids.size
+            pieces.append(Piece(ids=ids[start:end], message=owner, target=target))
+            start = end
+    except RowError as e:
+        return e
+    return pieces
+
+
+def _cut(offsets: list[tuple[int, int]], edge: int, text: str) -> int:
     """The number of tokens before character ``edge``; a token crossing it is a RowError."""
-    cut = int(np.searchsorted(starts, edge, side="left"))
-    if cut > 0 and ends[cut - 1] > edge:
+    cut = bisect.bisect_left(offsets, edge, key=_start)
+    if cut > 0 and offsets[cut - 1][1] > edge:
         near = text[max(0, edge - 12) : edge + 12]
         raise _mask_error(
             f"a token crosses the start or end of an assistant turn near {near!r}, so no exact mask exists", None
         )
     return cut
+
+
+def _start(offset: tuple[int, int]) -> int:
+    return offset[0]
 
 
 def _mask_error(problem: str, owner: int | None) -> RowError:

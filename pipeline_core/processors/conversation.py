@@ -55,10 +55,9 @@ def render(strategy: PromptStrategy, conversation: Conversation) -> Rendered:
     return rendered
 
 
-def render_all(strategy: PromptStrategy, conversation: Conversation) -> list[Rendered]:
-    """Every sample the strategy makes of the conversation that trains something (at least one)."""
-    samples = [_weighted(pieces, conversation) for pieces in strategy.render_samples(conversation.messages)]
-    kept = [r for r in samples if _trains(r)]
+def weighted_samples(samples: list[list[Piece]], conversation: Conversation) -> list[Rendered]:
+    """The samples a strategy made of the conversation that train something (at least one)."""
+    kept = [r for r in (_weighted(pieces, conversation) for pieces in samples) if _trains(r)]
     if not kept:
         raise _nothing_to_train()
     return kept

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline_core.errors import RowError
 from pipeline_core.processors import fast_pairs
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
-from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, render_all
+from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, weighted_samples
 from pipeline_core.processors.length import over_length, truncate_all
 from pipeline_core.processors.mask import EndTokens, MaskControls, controlled
 from pipeline_core.processors.media import media_ragged
-from pipeline_core.processors.messages import ConversationReader
+from pipeline_core.processors.messages import Conversation, ConversationReader
 
 
 @ProcessorFactory.register("sft")
@@ -58,16 +59,36 @@ class SFTProcessor(Processor):
         controls = {} if self.controls.default else self.controls.describe()  # older outputs' keys unchanged
         return {**super().describe(), **self.reader.describe(), **controls}
 
+    def _conversation(self, row: dict) -> Conversation:
+        return self.reader.sft(row, self.response_key, self.normalizer)
+
     def _extract(self, row: dict) -> list[Rendered]:
-        """The row's samples: one, or one per turn (the template strategy's ``rewritten="per_turn"``)."""
-        return render_all(self.strategy, self.reader.sft(row, self.response_key, self.normalizer))
+        """One row's samples (fast_pairs checks with it that a row fails the general path too)."""
+        conversation = self._conversation(row)
+        return weighted_samples(self.strategy.render_samples(conversation.messages), conversation)
+
+    def _render(self, rows: list[dict]) -> tuple[list[list[Rendered]], np.ndarray, list]:
+        """Each good row's samples (one, or one per turn: the template strategy's ``rewritten="per_turn"``),
+        their positions and the bad rows' errors; the strategy renders the batch at once."""
+        conversations, positions, errors = split_valid(rows, self._conversation)
+        rendered = self.strategy.render_samples_batch([c.messages for c in conversations])
+        good, kept = [], []
+        for position, conversation, samples in zip(positions.tolist(), conversations, rendered):
+            try:
+                if isinstance(samples, RowError):
+                    raise samples
+                good.append(weighted_samples(samples, conversation))
+                kept.append(position)
+            except RowError as e:
+                errors.append((position, e))
+        return good, np.asarray(kept, dtype=np.int64), errors
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
         fast = fast_pairs.sft_batch(self, rows) if self.controls.default else None
         return fast if fast is not None else self._general_batch(rows)
 
     def _general_batch(self, rows: list[dict]) -> ProcessedBatch:
-        good, positions, errors = split_valid(rows, self._extract)
+        good, positions, errors = self._render(rows)
         rendered = [r for samples in good for r in samples]
         positions = np.repeat(positions, [len(samples) for samples in good])
         encoded = encode_rendered(self.tokenizer, rendered)

@@ -126,11 +126,11 @@ class AutoTokenizer:
         encoding = self._markup.encode(text, add_special_tokens=False)
         return encoding.ids, [start for start, _ in encoding.offsets]
 
-    def encode_markup_with_spans(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``encode_markup(text)`` as int32 ids, with each token's start and end character in ``text``."""
-        encoding = self._markup.encode(text, add_special_tokens=False)
-        offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-        return np.asarray(encoding.ids, dtype=np.int32), offsets[:, 0], offsets[:, 1]
+    def encode_markup_batch_with_offsets(self, texts: Sequence[str]) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
+        """Per text: ``encode_markup(text)`` as int32 ids and each token's (start, end) character in
+        it; one call for the whole batch (the tokenizer's own threads)."""
+        encodings = self._markup.encode_batch(list(texts), add_special_tokens=False)
+        return [(np.asarray(e.ids, dtype=np.int32), e.offsets) for e in encodings]
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         return self._markup.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
