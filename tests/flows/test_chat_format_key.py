@@ -83,3 +83,36 @@ def test_cli_chatml_with_plain_gpt2_exits_2_naming_the_fixes(tmp_path, chunk, gp
     assert result.exit_code == 2, result.output
     assert "text_markers=True" in result.output and "<|im_start|>" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_the_docs_qwen3_config_runs_from_the_cli(tmp_path):
+    """docs/chat-formats.md's Qwen3 example, on GPT-2 with Qwen3's control tokens and template."""
+    import yaml
+
+    from pipeline_core import read_attrs
+
+    folder = family_folder("qwen3", tmp_path / "Qwen3")
+    data = tmp_path / "data" / "train_chunk_0.jsonl"
+    data.parent.mkdir()
+    rows = [{"messages": [{"role": "user", "content": [{"type": "text", "value": r["query"]}]},
+                          {"role": "assistant", "content": [{"type": "text", "value": r["response"]}]}]}
+            for r in ROWS]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cache = {
+        "input": str(data.parent),
+        "output": str(tmp_path / "out"),
+        "tokenizer": {"path": str(folder)},
+        "processor": "sft",
+        "strategy": "template",
+        "strategy_kwargs": {"rewritten": "last"},
+        "pack_size": 512,
+        "packing": "bfd",
+    }
+    config = tmp_path / "qwen3.yaml"
+    config.write_text(yaml.safe_dump({"flow": "cache", "cache": cache}), encoding="utf-8")
+    thinking_off = "cache.strategy_kwargs.chat_template_kwargs.enable_thinking=false"
+    result = CliRunner().invoke(app, ["run", str(config), "--set", thinking_off])
+    assert result.exit_code == 0, result.output
+    attrs = read_attrs(str(tmp_path / "out" / "train_chunk_0.h5"))
+    assert attrs["samples_written"] == len(ROWS)
+    assert attrs["strategy_tokens"]["chat_template_kwargs"] == '{"enable_thinking": false}'
