@@ -189,11 +189,12 @@ class AutoTokenizer:
 
     @property
     def stop_ids(self) -> list[int]:
-        """Ids that end a generation: eos, plus the ChatML end token when the vocabulary has it."""
+        """Ids that end a generation: eos, plus the ChatML end tokens the vocabulary has (either spelling)."""
         ids = [self.eos_token_id]
-        im_end = self._markup.token_to_id(IM_END)
-        if im_end is not None and im_end not in ids:
-            ids.append(im_end)
+        for token in ("<|im_end|>", IM_END):
+            found = self._markup.token_to_id(token)
+            if found is not None and found not in ids:
+                ids.append(found)
         return ids
 
     # ---- chat templates -----------------------------------------------------------------

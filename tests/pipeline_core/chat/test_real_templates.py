@@ -246,3 +246,38 @@ def test_per_turn_gives_one_sample_per_trained_turn(folders, family):
     for j, (_, ids, mask) in enumerate(expected):
         assert batch.samples["sequence"][j].tolist() == ids
         assert batch.samples["loss_mask"][j].tolist() == mask.tolist()
+
+
+GENERATION_TEMPLATE = (
+    "{% for m in messages %}{% if m.role == 'assistant' %}{{ '<|im_start|>assistant\n' }}"
+    "{% generation %}{{ m.content }}{% for c in m.tool_calls or [] %}"
+    "{{ ('\n' if m.content or not loop.first else '') + '<tool_call>\n' + c.function | tojson + '\n</tool_call>' }}"
+    "{% endfor %}"
+    "{{ '<|im_end|>\n' }}{% endgeneration %}"
+    "{% else %}{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+@pytest.mark.parametrize("file_name", ["glaive_toolcall_en_demo.json", "v1_sft_demo.jsonl"])
+def test_generation_mask_equals_transformers_assistant_mask(tmp_path, llamafactory, file_name):
+    folder = family_folder("qwen2.5", tmp_path / "gen", template=GENERATION_TEMPLATE)
+    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
+    rows, convert = fixture_rows(llamafactory, file_name)
+    rows = rows[:80]
+    strategy = StrategyFactory.create("template", tok)
+    processor = ProcessorFactory.create_with_strategy("sft", tok, strategy, converter=convert, train_tool_calls=True)
+    batch = processor.process_batch(rows)
+    assert not batch.errors
+    compared = 0
+    for j, i in enumerate(batch.rows.tolist()):
+        messages, tools, _ = reference_messages(convert(rows[i])["messages"])
+        out = ref.apply_chat_template(
+            messages, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
+        assert batch.samples["sequence"][j].tolist() == list(out["input_ids"])
+        # train_tool_calls=True: every assistant turn trains, as every generation block is marked
+        if all(m["loss_weight"] > 0 for m in convert(rows[i])["messages"] if m["role"] == "assistant"):
+            assert batch.samples["loss_mask"][j].astype(int).tolist() == list(out["assistant_masks"])
+            compared += 1
+    assert compared == len(rows)
