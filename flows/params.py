@@ -100,7 +100,13 @@ class ExportParams(BaseModel):
     run: RunOptions = Field(default_factory=RunOptions)
 
 
-MASK_CONTROLS = {"train_on_prompt": "sft", "train_on_eos": "sft", "add_bos": "pt", "add_eos": "pt"}
+MASK_CONTROLS = {
+    "train_on_prompt": "sft",
+    "train_on_eos": "sft",
+    "train_roles": "sft",
+    "add_bos": "pt",
+    "add_eos": "pt",
+}
 
 
 class CacheParams(BaseModel):
@@ -118,6 +124,9 @@ class CacheParams(BaseModel):
     train_on_prompt: bool = Field(False, description="sft: train on every token, the prompt's too")
     train_on_eos: Literal["turn", "last", "none"] = Field(
         "turn", description="sft: end-of-turn tokens trained on every turn, the last one only, or none"
+    )
+    train_roles: list[Literal["system", "user", "assistant", "tool"]] = Field(
+        ["assistant"], min_length=1, description="sft: whose turns are trained (other roles' turns weigh 1)"
     )
     add_bos: bool = Field(False, description="pt: start every document with the tokenizer's bos")
     add_eos: bool = Field(True, description="pt: end every document with eos (Megatron's --append-eod)")

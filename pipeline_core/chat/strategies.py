@@ -36,6 +36,7 @@ system message holding only tools renders only the tools block). The ``template`
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -56,6 +57,8 @@ BLOCKS = BlockWrappers()
 
 class PromptStrategy(ABC):
     """Format tokens around query and response. Subclasses set the four runs in __init__."""
+
+    trained_roles: frozenset[str] = frozenset({"assistant"})
 
     def __init__(self, tokenizer: AutoTokenizer) -> None:
         self.tokenizer = tokenizer
@@ -86,6 +89,15 @@ class PromptStrategy(ABC):
 
     def assemble_response_batch(self, responses: Ragged) -> Ragged:
         return concat_ragged([responses, tile_rows(self.response_suffix, len(responses))])
+
+    def training_roles(self, roles: frozenset[str]) -> PromptStrategy:
+        """A copy whose rendered targets are the turns of ``roles`` (a processor's train_roles);
+        the strategy itself is unchanged. Only the assistant role, unless a subclass knows more."""
+        if roles == self.trained_roles:
+            return self
+        if roles != frozenset({"assistant"}):
+            raise ConfigError(f"the {self.name} strategy trains assistant turns only; train_roles={sorted(roles)}")
+        return self
 
     def render_samples(self, messages: list[Message]) -> list[list[Piece]]:
         """The samples of one conversation: one (the template strategy may give one per turn)."""
@@ -136,7 +148,15 @@ class TurnStrategy(PromptStrategy):
     """A strategy rendering conversations through a role table (turn_format.py)."""
 
     def _set_turns(self, roles: dict[str, Wrap], blocks: BlockWrappers) -> None:
-        self.turns = TurnFormat(roles, blocks, self.tokenizer.encode_markup, self.name)
+        self.turns = TurnFormat(roles, blocks, self.tokenizer.encode_markup, self.name, self.trained_roles)
+
+    def training_roles(self, roles: frozenset[str]) -> PromptStrategy:
+        if roles == self.trained_roles:
+            return self
+        other = copy.copy(self)
+        other.trained_roles = roles
+        other._set_turns(self.turns.roles, self.turns.blocks)
+        return other
 
     def render_messages(self, messages: list[Message]) -> list[Piece]:
         return self.turns.render(messages)

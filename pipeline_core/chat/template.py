@@ -46,6 +46,7 @@ token string, which the rendered text would turn into a control token).
 from __future__ import annotations
 
 import bisect
+import copy
 import json
 import re
 from typing import Literal
@@ -167,6 +168,20 @@ class TemplateStrategy(PromptStrategy):
     def assemble_response_batch(self, responses):
         raise _no_runs()
 
+    def training_roles(self, roles: frozenset[str]) -> PromptStrategy:
+        """A copy that also trains the turns of other roles: each such turn's text as the template
+        writes it, and its end tokens (prefix-rendered templates only)."""
+        if roles == self.trained_roles:
+            return self
+        if any(GENERATION_TAG.search(t) for t in self.templates.values()):
+            raise ConfigError(
+                "train_roles beyond 'assistant' needs a prefix-rendered template; this one marks "
+                "{% generation %} blocks, which only say what the assistant generates"
+            )
+        other = copy.copy(self)
+        other.trained_roles = roles
+        return other
+
     def _template_for(self, conversation: TemplateConversation) -> str:
         """transformers' choice among named templates: ``tool_use`` for rows with tools, else ``default``."""
         if conversation.tools is not None and "tool_use" in self.templates:
@@ -181,15 +196,33 @@ class TemplateStrategy(PromptStrategy):
         full = self._render(template, conversation, chat, False)
         spans: list[Span] = []
         for k, message in enumerate(chat):
+            if message["role"] not in self.trained_roles:
+                continue
+            end = spans[-1][1] if spans else 0
             if message["role"] != "assistant":
+                spans.append(self._other_span(template, conversation, k, full, end))
                 continue
             before = self._render(template, conversation, chat[:k], True)
             through = self._render(template, conversation, chat[: k + 1], False)
             exact = through.startswith(before) and full.startswith(through)
-            if not exact or len(before) < (spans[-1][1] if spans else 0):
+            if not exact or len(before) < end:
                 return self._rewritten(template, conversation, conversation.owners[k], per_turn)
             spans.append((len(before), len(through), k))
         return [(full, spans)]
+
+    def _other_span(self, template: str, conversation: TemplateConversation, k: int, full: str, after: int) -> Span:
+        """A trained non-assistant turn: from its text, as written in the render of messages[:k+1], to that
+        render's end (its end tokens); the render must be a prefix of the whole one."""
+        through = self._render(template, conversation, conversation.messages[: k + 1], False)
+        content = conversation.messages[k]["content"]
+        start = through.rfind(content, after) if content else -1
+        if start < 0 or not full.startswith(through):
+            raise _mask_error(
+                f"message {conversation.owners[k]} ({conversation.messages[k]['role']}) is not written as "
+                "its text, or renders differently alone than inside the whole conversation",
+                conversation.owners[k],
+            )
+        return (start, len(through), k)
 
     def _turn(self, template: str, conversation: TemplateConversation, k: int) -> tuple[str, str]:
         """(render of messages[:k] with the generation prompt, render of messages[:k+1]); the first
@@ -211,7 +244,7 @@ class TemplateStrategy(PromptStrategy):
         """A row whose template rewrites history: the render through its last assistant turn
         (or through each one, ``per_turn``), that turn alone a span. ``owner``: the v1 message
         whose turn has no exact answer inside the whole render."""
-        if self.rewritten == "refuse":
+        if self.rewritten == "refuse" or self.trained_roles != {"assistant"}:
             raise _mask_error(
                 f"the template rewrites history: message {owner} has no exact answer inside the whole "
                 "conversation; rewritten='last' trains the last turn on the render up to it",

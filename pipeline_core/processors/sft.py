@@ -46,13 +46,16 @@ class SFTProcessor(Processor):
         train_tool_calls: bool = False,
         train_on_prompt: bool = False,
         train_on_eos: str = "turn",
+        train_roles=None,
         **kwargs,
     ):
         super().__init__(tokenizer, strategy, **kwargs)
         self.controls = MaskControls(bool(train_on_prompt), train_on_eos)
         self._ends = EndTokens([tokenizer.token_to_id(t) for t in tokenizer.special_tokens], tokenizer.decode)
         self.query_key, self.response_key = query_key, response_key
-        self.reader = ConversationReader(converter, train_on, media, query_key, train_tool_calls)
+        self.reader = ConversationReader(converter, train_on, media, query_key, train_tool_calls, train_roles)
+        if self.strategy is not None:
+            self.strategy = self.strategy.training_roles(self.reader.train_roles)
         self.sample_keys = ("media",) if media == "keep" else ()
 
     def describe(self) -> dict:

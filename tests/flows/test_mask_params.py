@@ -12,6 +12,8 @@ def test_controls_reach_the_processor_kwargs_only_when_set():
     assert CacheParams(**BASE, processor="sft").processor_spec().processor_kwargs == {}
     sft = CacheParams(**BASE, processor="sft", train_on_prompt=True, processor_kwargs={"train_on": "last"})
     assert sft.processor_spec().processor_kwargs == {"train_on": "last", "train_on_prompt": True}
+    roles = CacheParams(**BASE, processor="sft", train_roles=["user", "assistant"]).processor_spec()
+    assert roles.processor_kwargs == {"train_roles": ["user", "assistant"]}
     pt = CacheParams(**BASE, processor="pt", add_bos=True, add_eos=False)
     assert pt.processor_spec().processor_kwargs == {"add_bos": True, "add_eos": False}
 

@@ -75,3 +75,19 @@ def test_pt_add_bos_and_add_eos(tmp_path):
 def test_pt_add_bos_needs_a_bos(gpt2):
     with pytest.raises(ConfigError, match="bos_token"):
         ProcessorFactory.create("pt", gpt2, add_bos=True)
+
+
+@pytest.mark.parametrize("strategy", ["chatml", "template"])
+def test_train_roles_adds_the_turns_of_other_roles(qwen, strategy):
+    p = ProcessorFactory.create("sft", qwen, strategy=strategy, train_roles=["user", "assistant"])
+    out = p.process(TWO_TURNS)
+    assert trained_text(qwen, out) == "hi<|im_end|>\nHello.<|im_end|>\nbye<|im_end|>\nGoodbye.<|im_end|>\n"
+    assert p.describe()["train_roles"] == ["assistant", "user"]
+    users_only = ProcessorFactory.create("sft", qwen, strategy=strategy, train_roles=["user"])
+    assert trained_text(qwen, users_only.process(TWO_TURNS)) == "hi<|im_end|>\nbye<|im_end|>\n"
+
+
+def test_train_roles_is_checked(qwen):
+    with pytest.raises(ConfigError, match="train_roles"):
+        ProcessorFactory.create("sft", qwen, train_roles=["narrator"])
+    assert ProcessorFactory.create("sft", qwen).strategy.trained_roles == {"assistant"}
