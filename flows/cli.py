@@ -40,6 +40,8 @@ def _check_processor(params) -> None:
             cache.build_processor()
         except ConfigError as e:
             _fail(f"invalid cache config: {e}", 2)
+        except Exception:  # noqa: BLE001 - e.g. a remote tokenizer: the flow loads it and reports
+            pass
 
 
 def _run_flow(flow_name: str, params) -> dict:
