@@ -48,10 +48,10 @@ def reference_messages(v1: list[dict]) -> tuple[list[dict], list | None, list[in
 class Reference:
     """The expected sample of one conversation, computed with transformers alone."""
 
-    def __init__(self, ref, v1: list[dict], **kwargs):
+    def __init__(self, ref, v1: list[dict], train_on: str = "all", **kwargs):
         self.ref, self.kwargs = ref, kwargs
         self.messages, self.tools, self.owners = reference_messages(v1)
-        self.weights = weights_of(v1)
+        self.weights = weights_of(v1, train_on)
 
     def render(self, messages, generation_prompt=False) -> str:
         return self.ref.apply_chat_template(
@@ -281,3 +281,29 @@ def test_generation_mask_equals_transformers_assistant_mask(tmp_path, llamafacto
             assert batch.samples["loss_mask"][j].astype(int).tolist() == list(out["assistant_masks"])
             compared += 1
     assert compared == len(rows)
+
+
+@pytest.mark.parametrize("file_name", ["dpo_en_demo.json", "v1_dpo_demo.jsonl"])
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_real_template_dpo_pairs_match_transformers(folders, llamafactory, family, file_name):
+    rows, convert = fixture_rows(llamafactory, file_name)
+    rows = rows[:40]
+    folder = folders[family]
+    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
+    strategy = StrategyFactory.create("template", tok)
+    batch = ProcessorFactory.create_with_strategy("dpo", tok, strategy, converter=convert).process_batch(rows)
+    errors = dict(batch.errors)
+    kept = iter(range(batch.n_samples))
+    for i, row in enumerate(rows):
+        pair = convert(row)
+        sides = {side: Reference(ref, pair[f"{side}_messages"], train_on="last") for side in ("chosen", "rejected")}
+        if i in errors:
+            assert errors[i].reason == "template_error" and any(r.raises() for r in sides.values()), errors[i]
+            continue
+        j = next(kept)
+        for side, expect in sides.items():
+            ids, mask, straddles = expect.expected()
+            assert not straddles
+            assert batch.samples[side][j].tolist() == ids
+            assert batch.samples[f"{side}_mask"][j].tolist() == mask.tolist()
+    assert batch.n_samples > 0 or family == "gemma"  # every v1 dpo row has a system message
