@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from tests.pipeline_core.tokenizer.backend_corpora import FIXTURES, GPT2, corpus_strings, require_fixtures
 
@@ -48,6 +48,18 @@ def metaspace_tokenizer() -> Tokenizer:
     tok.decoder = decoders.Sequence(
         [decoders.Metaspace(replacement="▁", prepend_scheme="first"), decoders.ByteFallback()]
     )
+    alphabet = [f"<0x{b:02X}>" for b in range(256)]
+    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=["<unk>", *alphabet], show_progress=False)
+    tok.train_from_iterator(corpus_strings("c4_demo.jsonl"), trainer)
+    return tok
+
+
+def legacy_llama2_tokenizer() -> Tokenizer:
+    """The older Llama-2 layout: no pre-tokenizer, a normalizer that prepends ``▁`` and replaces spaces."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    tok.decoder = decoders.Sequence(steps)
     alphabet = [f"<0x{b:02X}>" for b in range(256)]
     trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=["<unk>", *alphabet], show_progress=False)
     tok.train_from_iterator(corpus_strings("c4_demo.jsonl"), trainer)

@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 
 from pipeline_core import AutoTokenizer, ProcessorFactory, StrategyFactory
-from tests.pipeline_core.chat.families import FAMILY_NAMES, family_folder, metaspace_tokenizer, reference
+from tests.pipeline_core.chat.families import (
+    FAMILY_NAMES,
+    family_folder,
+    legacy_llama2_tokenizer,
+    metaspace_tokenizer,
+    reference,
+)
 from tests.pipeline_core.processors.test_messages_helpers import fixture_rows, weights_of
 
 ROWS = {"alpaca_en_demo.json": 80, "glaive_toolcall_en_demo.json": 80, "v1_sft_demo.jsonl": 120}
@@ -197,14 +203,17 @@ def test_qwen3_enable_thinking_is_passed_and_recorded(folders):
     assert strategy.format_strings()["chat_template_kwargs"] == '{"enable_thinking": false}'
 
 
-def test_mistral_with_a_metaspace_tokenizer(tmp_path, llamafactory):
-    folder = family_folder("mistral", tmp_path / "mistral", base=metaspace_tokenizer())
+@pytest.mark.parametrize("layout", ["metaspace", "legacy_llama2"])
+def test_mistral_with_a_sentencepiece_style_tokenizer(tmp_path, llamafactory, layout):
+    base = metaspace_tokenizer() if layout == "metaspace" else legacy_llama2_tokenizer()
+    folder = family_folder("mistral", tmp_path / "mistral", base=base)
     tok = AutoTokenizer.from_file(folder)
-    assert "Metaspace" in json.dumps(json.loads((folder / "tokenizer.json").read_text())["pre_tokenizer"])
+    vocab = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    assert any(piece.startswith("▁") for piece in vocab)  # SentencePiece-style word starts
     for file_name in ("alpaca_en_demo.json", "v1_sft_demo.jsonl"):
         rows, convert = fixture_rows(llamafactory, file_name)
         reasons = check_rows(tok, reference(folder), rows[:60], convert)
-        assert reasons["ok"] > 0, reasons
+        assert reasons == Counter({"ok": 60}), reasons
 
 
 def test_v1_row_with_tools_renders_the_tools_section(folders):
