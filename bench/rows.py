@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.corpus import GPT2, GPT2_EOS, read_column  # noqa: E402
+from bench.corpus import FIXTURES, GPT2, GPT2_EOS, read_column  # noqa: E402
 
 BATCH = 1000  # texts per raw encode call, as the issue's reference numbers were taken
 SMALL_ROWS = 200  # rows in the per-run-cost job (flow_small_job)
@@ -118,16 +118,42 @@ def h5pipe_tokenizer():
     return AutoTokenizer.from_file(GPT2, eos_token=GPT2_EOS)
 
 
-def h5pipe_cache(kind: str, pack_size: int = 0) -> Callable[[Context], Measured]:
-    """``cache_jsonl`` over every chunk of the ``kind`` corpus, in this process."""
+def family_tokenizer(work: Path, family: str = "qwen2.5"):
+    """GPT-2 plus a model family's control tokens and its chat template (fixtures README)."""
+    from tokenizers import AddedToken, Tokenizer
+
+    from pipeline_core import AutoTokenizer
+
+    templates = FIXTURES / "chat_templates"
+    spec = json.loads((templates / "families.json").read_text(encoding="utf-8"))[family]
+    tok = Tokenizer.from_file(str(GPT2))
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in spec["special_tokens"]])
+    folder = work / f"tokenizer-{family}"
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    config = {f"{r}_token": spec[f"{r}_token"] for r in ("bos", "eos", "pad")}
+    config["chat_template"] = (templates / spec["template"]).read_text(encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return AutoTokenizer.from_file(folder)
+
+
+def h5pipe_cache(
+    kind: str, pack_size: int = 0, strategy: str | None = None, family: str | None = None
+) -> Callable[[Context], Measured]:
+    """``cache_jsonl`` over every chunk of the ``kind`` corpus, in this process. The GPT-2 rows
+    write chatml's markers as text (GPT-2 has no control tokens for them: ``text_markers``);
+    ``family`` rows use GPT-2 with that family's control tokens and template."""
 
     def run(ctx: Context) -> Measured:
-        from pipeline_core import ProcessorFactory, read_attrs
+        from pipeline_core import ProcessorFactory, StrategyFactory, read_attrs
         from pipeline_core.stages.cache import cache_jsonl
 
-        tok = h5pipe_tokenizer()
+        tok = family_tokenizer(ctx.work, family) if family else h5pipe_tokenizer()
         tok.encode("warm up")  # as in raw_gigatoken: the backend's first call imports awkward
-        processor = ProcessorFactory.create(kind, tok)
+        chat = strategy or "chatml"
+        options = {"text_markers": True} if chat == "chatml" and not family else {}
+        made = None if kind == "pt" else StrategyFactory.create(chat, tok, **options)
+        processor = ProcessorFactory.create(kind, tok, strategy=made)
         pad = tok.eos_token_id if pack_size else None
         out = ctx.work / "h5"
         seconds, outputs = timed(lambda: cache_jsonl(str(ctx.folder(kind)), str(out), processor, pack_size, pad))
@@ -327,6 +353,7 @@ GIGA_SFT = "gigatoken encode_batch, sft rows"
 GIGA_DPO = "gigatoken encode_batch, dpo rows"
 TO_JSON = "datasets Dataset.to_json"
 FLOW_PT = "h5pipe cache_flow pt packed 2048"
+CHATML_QWEN = "h5pipe cache sft chatml qwen2.5"
 FLOW_SMALL = f"h5pipe cache_flow pt packed 2048, first {SMALL_ROWS} rows"
 
 ROWS: list[Row] = [
@@ -340,6 +367,15 @@ ROWS: list[Row] = [
     Row(REF_SFT, "sft", raw_tokenizers("encode_batch", "sft"), note="reference: query and response encoded"),
     Row(GIGA_SFT, "sft", raw_gigatoken("sft"), REF_SFT),
     Row("h5pipe cache sft", "sft", h5pipe_cache("sft"), REF_SFT, 3.0, GIGA_SFT),
+    Row(CHATML_QWEN, "sft", h5pipe_cache("sft", family="qwen2.5"), REF_SFT, note="GPT-2 + Qwen2.5 control tokens"),
+    Row(
+        "h5pipe cache sft template qwen2.5",
+        "sft",
+        h5pipe_cache("sft", strategy="template", family="qwen2.5"),
+        CHATML_QWEN,
+        0.5,
+        note="ratio = chatml time / template time: 0.5 is the issue's 'at most 2x chatml'",
+    ),
     Row(REF_DPO, "dpo", raw_tokenizers("encode_batch", "dpo"), note="reference: query, chosen, rejected encoded"),
     Row(GIGA_DPO, "dpo", raw_gigatoken("dpo"), REF_DPO),
     Row("h5pipe cache dpo", "dpo", h5pipe_cache("dpo"), REF_DPO, 3.0, GIGA_DPO),

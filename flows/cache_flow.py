@@ -38,13 +38,14 @@ def make_job(params: CacheParams) -> CacheJob:
     """Validate the whole config up front (tokenizer loads, processor builds) and freeze it."""
     tokenizer = load_tokenizer(params.tokenizer.spec())
     spec = params.processor_spec()
-    build_processor(spec, tokenizer)
+    processor = build_processor(spec, tokenizer)
     job = CacheJob(
         input_url=str(params.input),
         output_dir=params.output,
         tokenizer=params.tokenizer.spec().__dict__,
         processor=spec.to_dict(),
         tokenizer_fingerprint=tokenizer.fingerprint,
+        processor_digest=digest(processor.describe()),
         pack_size=params.pack_size,
         pad_value=params.pad_value,
         packing=params.packing,

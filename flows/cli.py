@@ -72,10 +72,25 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
+def _check_processor(params) -> None:
+    """A config the processor refuses (ConfigError) exits 2 before Prefect starts."""
+    from pipeline_core.errors import ConfigError
+
+    cache = getattr(params, "cache", params)
+    if hasattr(cache, "build_processor"):
+        try:
+            cache.build_processor()
+        except ConfigError as e:
+            _fail(f"invalid cache config: {e}", 2)
+        except Exception:  # noqa: BLE001 - e.g. a remote tokenizer: the flow loads it and reports
+            pass
+
+
 def _run_flow(flow_name: str, params) -> dict:
     from flows.progress import terminal_progress
     from flows.runs import run_flow
 
+    _check_processor(params)
     with terminal_progress():
         try:
             return run_flow(flow_name, params)

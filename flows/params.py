@@ -117,6 +117,15 @@ class ExportParams(BaseModel):
         return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
 
+MASK_CONTROLS = {
+    "train_on_prompt": "sft",
+    "train_on_eos": "sft",
+    "train_roles": "sft",
+    "add_bos": "pt",
+    "add_eos": "pt",
+}
+
+
 class CacheParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -129,6 +138,15 @@ class CacheParams(BaseModel):
     strategy: str | None = Field(None, description="chatml | alpaca | template | ...; default per processor")
     strategy_kwargs: dict = Field(default_factory=dict)
     processor_kwargs: dict = Field(default_factory=dict, description="e.g. converter, train_on, media")
+    train_on_prompt: bool = Field(False, description="sft: train on every token, the prompt's too")
+    train_on_eos: Literal["turn", "last", "none"] = Field(
+        "turn", description="sft: end-of-turn tokens trained on every turn, the last one only, or none"
+    )
+    train_roles: list[Literal["system", "user", "assistant", "tool"]] = Field(
+        ["assistant"], min_length=1, description="sft: whose turns are trained (other roles' turns weigh 1)"
+    )
+    add_bos: bool = Field(False, description="pt: start every document with the tokenizer's bos")
+    add_eos: bool = Field(True, description="pt: end every document with eos (Megatron's --append-eod)")
     pack_size: int = Field(0, ge=0, description="0 = no packing")
     pad_value: int | None = None
     packing: Literal["concat", "bfd"] = Field(
@@ -179,6 +197,18 @@ class CacheParams(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _mask_controls_fit_the_processor(self):
+        for name in self.mask_controls():
+            if self.processor != MASK_CONTROLS[name]:
+                raise ValueError(f"{name} applies to the {MASK_CONTROLS[name]} processor, not {self.processor!r}")
+        return self
+
+    def mask_controls(self) -> dict:
+        """The mask controls set away from their defaults: processor keyword arguments."""
+        fields = type(self).model_fields
+        return {n: getattr(self, n) for n in MASK_CONTROLS if getattr(self, n) != fields[n].default}
+
+    @model_validator(mode="after")
     def _input_given(self):
         if not self.input:
             raise ValueError("input is required: a JSONL file, a folder of chunks, or a list of files")
@@ -201,6 +231,13 @@ class CacheParams(BaseModel):
             raise ValueError("several json_keys are tokenized apart: use pack_size=0 and split_sentences=False")
         return self
 
+    def build_processor(self):
+        """Load the tokenizer and build the processor: a ConfigError (a strategy's marker the
+        tokenizer lacks, a bad template...) surfaces here, before any flow or task starts."""
+        from pipeline_core.processors.build import build_processor, load_tokenizer
+
+        return build_processor(self.processor_spec(), load_tokenizer(self.tokenizer.spec()))
+
     def processor_spec(self) -> ProcessorSpec:
         kwargs = dict(self.processor_kwargs)
         if self.json_keys:
@@ -209,7 +246,7 @@ class CacheParams(BaseModel):
             self.processor,
             self.strategy,
             dict(self.strategy_kwargs),
-            kwargs,
+            {**kwargs, **self.mask_controls()},
             self.normalizer,
             dict(self.normalizer_rules),
             self.max_length,

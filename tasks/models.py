@@ -20,6 +20,9 @@ class CacheJob(BaseModel):
     tokenizer: dict
     processor: dict
     tokenizer_fingerprint: str
+    # digest of the built processor's describe(): what its settings resolve to (a chat template's
+    # text and kwargs, the markers a strategy found in the tokenizer), which the spec alone does not say
+    processor_digest: str = ""
     pack_size: int = 0
     pad_value: int | None = None
     packing: str = "concat"
@@ -56,6 +59,7 @@ class CacheJob(BaseModel):
         return {
             "tokenizer": self.tokenizer_fingerprint,
             "processor": self.processor,
+            "processor_resolved": self.processor_digest,
             # batch bounds and the error-rate limit never change what a file holds
             **{k: v for k, v in self.cache_options().items() if k not in UNKEYED_OPTIONS},
             "format_version": FORMAT_VERSION,

@@ -3,7 +3,8 @@
 ::
 
     {"role": "system" | "user" | "assistant" | "tool", "content": str}
-      + "reasoning_content": str        when the message has reasoning blocks (joined)
+      + "reasoning_content", "thinking": str   when the message has reasoning blocks (joined; both names,
+                                                as transformers aliases them for gpt-oss-style templates)
       + "tool_calls": [{"type": "function", "function": {"name": ..., "arguments": {...}}}, ...]
 
 ``content`` joins the message's text blocks; media blocks are left out (the processor keeps them
@@ -45,7 +46,8 @@ def template_conversation(messages: list[Message]) -> TemplateConversation:
 def template_message(message: Message, i: int) -> dict:
     out: dict[str, Any] = {"role": message["role"], "content": _joined(message, "text")}
     if any(b["type"] == "reasoning" for b in message["content"]):
-        out["reasoning_content"] = _joined(message, "reasoning")
+        reasoning = _joined(message, "reasoning")
+        out = {"thinking": reasoning, **out, "reasoning_content": reasoning}  # transformers' key order
     calls = [
         _tool_call(b["value"], f"messages[{i}].content[{j}]")
         for j, b in enumerate(message["content"])

@@ -25,6 +25,10 @@ alpaca: system text first, then every turn; history turns are instruction/respon
     {system text}\n\n### Instruction:\n{user}\n\n### Response:\n{assistant}<eos>### Instruction:\n...
     ### Observation:\n{tool result}\n\n   (tool turns)
 
+``<｜im▁start｜>``/``<｜im▁end｜>`` stand for the start/end control tokens of the tokenizer
+(``<|im_start|>``/``<|im_end|>`` for Qwen-style vocabularies) and ``<eos>`` for its eos token:
+markers.py resolves them, and refuses a tokenizer that has none unless ``text_markers=True``.
+
 The tools block goes where the converters put it: inside the system message, after its text (a
 system message holding only tools renders only the tools block). The ``template`` strategy
 (template_strategy.py) renders the tokenizer's own Jinja chat template instead.
@@ -32,18 +36,20 @@ system message holding only tools renders only the tools block). The ``template`
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
 
+from pipeline_core.chat.markers import chatml_markers, eos_marker
 from pipeline_core.chat.pieces import Piece
 from pipeline_core.chat.turns import WRAPPED, BlockWrappers, TurnFormat, Wrap
 from pipeline_core.converters.media import MEDIA_KINDS
 from pipeline_core.converters.sample import Message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.formats.ragged import Ragged, concat_ragged, tile_rows
-from pipeline_core.tokenizer.auto import EOS_TOKEN, AutoTokenizer
+from pipeline_core.tokenizer.auto import AutoTokenizer
 
 MEDIA_TYPES = tuple(kind.block_type for kind in MEDIA_KINDS)
 BLOCKS = BlockWrappers()
@@ -51,6 +57,8 @@ BLOCKS = BlockWrappers()
 
 class PromptStrategy(ABC):
     """Format tokens around query and response. Subclasses set the four runs in __init__."""
+
+    trained_roles: frozenset[str] = frozenset({"assistant"})
 
     def __init__(self, tokenizer: AutoTokenizer) -> None:
         self.tokenizer = tokenizer
@@ -81,6 +89,29 @@ class PromptStrategy(ABC):
 
     def assemble_response_batch(self, responses: Ragged) -> Ragged:
         return concat_ragged([responses, tile_rows(self.response_suffix, len(responses))])
+
+    def training_roles(self, roles: frozenset[str]) -> PromptStrategy:
+        """A copy whose rendered targets are the turns of ``roles`` (a processor's train_roles);
+        the strategy itself is unchanged. Only the assistant role, unless a subclass knows more."""
+        if roles == self.trained_roles:
+            return self
+        if roles != frozenset({"assistant"}):
+            raise ConfigError(f"the {self.name} strategy trains assistant turns only; train_roles={sorted(roles)}")
+        return self
+
+    def render_samples(self, messages: list[Message]) -> list[list[Piece]]:
+        """The samples of one conversation: one (the template strategy may give one per turn)."""
+        return [self.render_messages(messages)]
+
+    def render_samples_batch(self, conversations: list[list[Message]]) -> list[list[list[Piece]] | RowError]:
+        """``render_samples`` of each conversation, or the RowError it raised (a strategy may batch the work)."""
+        out: list[list[list[Piece]] | RowError] = []
+        for messages in conversations:
+            try:
+                out.append(self.render_samples(messages))
+            except RowError as e:
+                out.append(e)
+        return out
 
     def render_messages(self, messages: list[Message]) -> list[Piece]:
         """The conversation as pieces; by default user/assistant text turns built from the runs."""
@@ -117,7 +148,15 @@ class TurnStrategy(PromptStrategy):
     """A strategy rendering conversations through a role table (turn_format.py)."""
 
     def _set_turns(self, roles: dict[str, Wrap], blocks: BlockWrappers) -> None:
-        self.turns = TurnFormat(roles, blocks, self.tokenizer.encode_markup, self.name)
+        self.turns = TurnFormat(roles, blocks, self.tokenizer.encode_markup, self.name, self.trained_roles)
+
+    def training_roles(self, roles: frozenset[str]) -> PromptStrategy:
+        if roles == self.trained_roles:
+            return self
+        other = copy.copy(self)
+        other.trained_roles = roles
+        other._set_turns(self.turns.roles, self.turns.blocks)
+        return other
 
     def render_messages(self, messages: list[Message]) -> list[Piece]:
         return self.turns.render(messages)
@@ -139,47 +178,59 @@ def _blocks(*starts_and_ends: str) -> BlockWrappers:
 class ChatMLStrategy(TurnStrategy):
     """ChatML turns: ``<im_start>role\n`` + content + ``<im_end>\n`` for system, user and assistant.
 
-    The markers are format tokens (encoded with ``encode_markup``); the assistant's content and its
-    end marker are the trained span. Every marker is a constructor argument, so another ChatML-like
-    format needs no subclass.
+    Markers left as None are built from the start/end control tokens this tokenizer has
+    (``<|im_start|>``/``<|im_end|>``, or the design's full-width spelling; see ``markers``), each
+    one special id; ``text_markers=True`` accepts the full-width spelling as plain text when the
+    tokenizer has neither. The assistant's content and its end marker are the trained span.
     """
 
     def __init__(
         self,
         tokenizer: AutoTokenizer,
-        user_start: str = "<｜im▁start｜>user\n",
-        user_end: str = "<｜im▁end｜>\n",
-        assistant_start: str = "<｜im▁start｜>assistant\n",
-        assistant_end: str = "<｜im▁end｜>\n",
-        system_start: str = "<｜im▁start｜>system\n",
-        system_end: str = "<｜im▁end｜>\n",
-        tool_start: str = "<｜im▁start｜>tool\n",
-        tool_end: str = "<｜im▁end｜>\n",
+        user_start: str | None = None,
+        user_end: str | None = None,
+        assistant_start: str | None = None,
+        assistant_end: str | None = None,
+        system_start: str | None = None,
+        system_end: str | None = None,
+        tool_start: str | None = None,
+        tool_end: str | None = None,
         reasoning_start: str = BLOCKS.reasoning.start,
         reasoning_end: str = BLOCKS.reasoning.end,
         tool_calls_start: str = BLOCKS.tool_calls.start,
         tool_calls_end: str = BLOCKS.tool_calls.end,
         tools_start: str = BLOCKS.tools.start,
         tools_end: str = BLOCKS.tools.end,
+        text_markers: bool = False,
     ) -> None:
         super().__init__(tokenizer)
-        self.user_start, self.user_end = user_start, user_end
-        self.assistant_start, self.assistant_end = assistant_start, assistant_end
-        self.prompt_prefix = self._encode(user_start)
-        self.prompt_suffix = self._encode(user_end + assistant_start)
-        self.response_suffix = self._encode(assistant_end)
-        roles = {
-            "system": Wrap(system_start, system_end),
-            "user": Wrap(user_start, user_end),
-            "assistant": Wrap(assistant_start, assistant_end),
-            "tool": Wrap(tool_start, tool_end),
-        }
+        given = {"user": (user_start, user_end), "assistant": (assistant_start, assistant_end)}
+        given |= {"system": (system_start, system_end), "tool": (tool_start, tool_end)}
+        roles = _chatml_roles(tokenizer, given, text_markers)
+        self.user_start, self.user_end = roles["user"].start, roles["user"].end
+        self.assistant_start, self.assistant_end = roles["assistant"].start, roles["assistant"].end
+        self.prompt_prefix = self._encode(self.user_start)
+        self.prompt_suffix = self._encode(self.user_end + self.assistant_start)
+        self.response_suffix = self._encode(self.assistant_end)
         blocks = _blocks(reasoning_start, reasoning_end, tool_calls_start, tool_calls_end, tools_start, tools_end)
         self._set_turns(roles, blocks)
 
     @property
     def name(self) -> str:
         return "chatml"
+
+
+def _chatml_roles(
+    tokenizer: AutoTokenizer, given: dict[str, tuple[str | None, str | None]], text_markers: bool
+) -> dict[str, Wrap]:
+    """Each role's markers: as given, else from the tokenizer's start/end tokens (resolved only when needed)."""
+    if all(v is not None for pair in given.values() for v in pair):
+        return {role: Wrap(*pair) for role, pair in given.items()}
+    start, end = chatml_markers(tokenizer, text_markers)
+    return {
+        role: Wrap(s if s is not None else f"{start}{role}\n", e if e is not None else f"{end}\n")
+        for role, (s, e) in given.items()
+    }
 
 
 class AlpacaStrategy(TurnStrategy):
@@ -195,7 +246,7 @@ class AlpacaStrategy(TurnStrategy):
         instruction_start: str = "### Instruction:\n",
         instruction_end: str = "\n\n",
         response_start: str = "### Response:\n",
-        response_suffix: str = EOS_TOKEN,
+        response_suffix: str | None = None,
         system_start: str = "",
         system_end: str = "\n\n",
         tool_start: str = "### Observation:\n",
@@ -206,8 +257,11 @@ class AlpacaStrategy(TurnStrategy):
         tool_calls_end: str = BLOCKS.tool_calls.end,
         tools_start: str = BLOCKS.tools.start,
         tools_end: str = BLOCKS.tools.end,
+        text_markers: bool = False,
     ) -> None:
         super().__init__(tokenizer)
+        if response_suffix is None:  # the tokenizer's eos (markers.py)
+            response_suffix = eos_marker(tokenizer, text_markers)
         self.instruction_start, self.instruction_end = instruction_start, instruction_end
         self.response_start, self.response_suffix_text = response_start, response_suffix
         self.prompt_prefix = self._encode(instruction_start)

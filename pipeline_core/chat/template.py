@@ -1,37 +1,55 @@
-"""``template``: the tokenizer's own Jinja chat template, with an exact assistant mask.
+"""``template``: the tokenizer's own Jinja chat template, with an exact assistant mask, decided per row.
 
 ::
 
-    ids  = encode_markup(render(messages, tools))    == tokenizer.apply_chat_template(messages, tools=tools)
-    mask = the tokens of every assistant turn's span: its text and the end tokens the template writes
+    ids  = encode_markup(render(messages, tools, **chat_template_kwargs))
+         == tokenizer.apply_chat_template(messages, tools=tools, **chat_template_kwargs)   (transformers)
+    mask = the tokens of each trained assistant turn's span: its text and the end tokens the template writes
 
-The messages are the v1 messages as chat_messages.py hands them to templates. Spans come from:
+The template is the one transformers would use: ``template=`` (a Jinja text, or the name of one of
+the tokenizer's named templates), else the tokenizer's, where a tokenizer with named templates
+gives ``tool_use`` to rows with tools and ``default`` to the others. The messages are the v1
+messages as messages.py hands them to templates (with transformers' reasoning aliases).
 
-- the template's ``{% generation %}`` blocks when it has them (one per assistant message, in order);
-- otherwise prefix rendering. For assistant message ``i``::
+Spans, per row:
 
-      before  = render(messages[:i], add_generation_prompt=True)
-      through = render(messages[:i + 1])
-      span    = [len(before), len(through))      if full.startswith(through) and through.startswith(before)
+- ``{% generation %}`` blocks when the template has them: one per assistant message, or a single
+  one inside the last assistant message (a last-turn-only template: earlier turns are not
+  trained, as transformers' ``return_assistant_tokens_mask`` leaves them out);
+- otherwise prefix rendering. For assistant message ``k``::
 
-  (the prefix property). It costs 1 + 2 x (assistant turns) renders per conversation.
+      before  = render(messages[:k], add_generation_prompt=True)
+      through = render(messages[:k + 1])
+      span    = [len(before), len(through))        when through.startswith(before)
 
-Tokens: the whole rendered text is encoded once (those are the ids); at each span edge the ids
-are cut at the token the character offsets point to, and every part must decode to exactly its
-text (nearby cuts are tried when offsets are trimmed). If no such cut exists, a token straddles
-the edge: the row cannot be masked exactly and is an error, never a guess.
+  When every turn's ``through`` is also a prefix of the whole render, the row is the whole
+  conversation with every assistant turn a span. When one is not, the template rewrites history
+  (Qwen3 drops earlier reasoning, Phi-3.5 writes eos only at the very end): no earlier turn has an
+  exact answer inside the whole render, so with ``rewritten="last"`` (the default) the row is
+  ``through`` of its last assistant turn with that turn alone trained: exactly what the model is
+  shown when it generates that turn. ``rewritten="per_turn"`` makes one sample per assistant turn
+  instead (each ``through`` of its turn, that turn trained; the sft processor keeps those with
+  something to train), as LLaMA-Factory v1's prefix cuts do; ``"refuse"`` makes such rows a RowError.
+  Rows whose template does not rewrite them are one sample whatever the setting.
 
-Errors. A template that fails these checks on a probe conversation is a ConfigError at
-construction. A row that fails them later is a RowError (``template_mask``, or ``template_error``
-when the template itself raises), counted like any bad row. The rendered text is encoded with
-special tokens on, as ``apply_chat_template`` does, so a row whose text holds a special-token
-string (``<｜im▁end｜>``...) would smuggle in a control token: it is skipped with reason
-``special_token_in_text`` (the chatml and alpaca strategies encode data as text and need no check).
+Tokens: the whole text is encoded once (those are the ids); each span edge is cut at the token
+whose character offset is the edge. A token whose characters cross an edge means no exact mask
+exists: the row is a RowError (``template_mask``), never a guess. Offsets work for byte-level and
+SentencePiece-style (Metaspace) tokenizers alike; decoded text is never compared.
+
+Errors. A template that cannot mask even a single-turn conversation is a ConfigError at
+construction. Every other failure is one row's RowError: ``template_mask`` (no exact answer),
+``template_error`` (the template raised), ``special_token_in_text`` (a row's text holds a special
+token string, which the rendered text would turn into a control token).
 """
 
 from __future__ import annotations
 
+import bisect
+import copy
+import json
 import re
+from typing import Literal
 
 import numpy as np
 
@@ -44,14 +62,11 @@ from pipeline_core.tokenizer.auto import AutoTokenizer
 from pipeline_core.tokenizer.chat_template import render_chat_template, render_with_generation_spans
 
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
-PROBE = [
-    text_message("user", "Hello there."),
-    text_message("assistant", "Hi! How can I help?"),
-    text_message("user", "Tell me a joke."),
-    text_message("assistant", "Why did the chicken cross the road?"),
-]
+PROBE = [text_message("user", "Hello there."), text_message("assistant", "Hi! How can I help?")]
 Span = tuple[int, int, int]  # [start, end) in the rendered text, index of the template message
-EDGE_SEARCH = 8  # tokens either side of the guessed edge that are tried
+Rewritten = Literal["last", "per_turn", "refuse"]
+REWRITTEN = ("last", "per_turn", "refuse")
+Rendering = tuple[list[tuple[str, list[Span]]], list[int]]  # (each sample's text and spans, owners)
 
 
 @StrategyFactory.register("template")
@@ -59,19 +74,27 @@ class TemplateStrategy(PromptStrategy):
     """The tokenizer's own Jinja chat template, with ids equal to ``apply_chat_template`` and an exact mask.
 
     How the assistant spans are found, and when a template or a row is refused, is described at
-    the top of this module. ``template=`` overrides the tokenizer's template.
+    the top of this module. ``template=`` overrides the tokenizer's template (or names one of its
+    named templates); ``chat_template_kwargs`` are passed to the template as transformers passes
+    them; ``rewritten`` says what to do with a row whose template rewrites history.
     """
 
-    def __init__(self, tokenizer: AutoTokenizer, template: str | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: AutoTokenizer,
+        template: str | None = None,
+        chat_template_kwargs: dict | None = None,
+        rewritten: str = "last",
+    ) -> None:
         super().__init__(tokenizer)
-        self.template = template or tokenizer.chat_template
-        if not self.template:
-            raise ConfigError(
-                "the template strategy renders the tokenizer's chat_template, and this tokenizer has none: "
-                "add 'chat_template' to tokenizer_config.json, call set_chat_template(...), or pass template=..."
-            )
+        self.templates = _templates(tokenizer, template)
+        self.template = self.templates.get("default") or next(iter(self.templates.values()))
         self.mask_source = "generation" if GENERATION_TAG.search(self.template) else "prefix"
-        self._variables = tokenizer.template_variables()
+        if rewritten not in REWRITTEN:
+            raise ConfigError(f"rewritten must be one of {', '.join(REWRITTEN)}, got {rewritten!r}")
+        self.rewritten: Rewritten = rewritten  # type: ignore[assignment]
+        self.kwargs = _checked_kwargs(chat_template_kwargs)
+        self._variables = {**tokenizer.template_variables(), **self.kwargs}
         specials = sorted(tokenizer.special_tokens, key=len, reverse=True)
         self._specials = re.compile("|".join(map(re.escape, specials))) if specials else None
         self._probe()
@@ -81,20 +104,65 @@ class TemplateStrategy(PromptStrategy):
         return "template"
 
     def format_strings(self) -> dict[str, str]:
-        return {"chat_template": self.template, "mask": self.mask_source}
+        out = {"chat_template": self.template, "mask": self.mask_source}
+        out |= {f"chat_template_{name}": text for name, text in self.templates.items() if name != "default"}
+        if self.kwargs:
+            out["chat_template_kwargs"] = json.dumps(self.kwargs, sort_keys=True, ensure_ascii=False)
+        if self.rewritten != "last":
+            out["rewritten"] = self.rewritten
+        return out
 
     def render_messages(self, messages: list[Message]) -> list[Piece]:
+        """One sample (``rewritten="per_turn"`` gives the last turn's here: see render_samples)."""
+        return self._one(messages, per_turn=False)[-1]
+
+    def render_samples(self, messages: list[Message]) -> list[list[Piece]]:
+        """The row's samples: one, or with ``rewritten="per_turn"`` and a template that rewrites
+        history, one per assistant turn (each the render through that turn, that turn trained)."""
+        return self._one(messages, self.rewritten == "per_turn")
+
+    def _one(self, messages: list[Message], per_turn: bool) -> list[list[Piece]]:
+        found = self._cut_all([self._texts(messages, per_turn)])[0]
+        if isinstance(found, RowError):
+            raise found
+        return found
+
+    def render_samples_batch(self, conversations: list[list[Message]]) -> list[list[list[Piece]] | RowError]:
+        """Every row rendered first, then all texts encoded in one tokenizer call, then cut."""
+        rendered: list[Rendering | RowError] = []
+        for messages in conversations:
+            try:
+                rendered.append(self._texts(messages, self.rewritten == "per_turn"))
+            except RowError as e:
+                rendered.append(e)
+        return self._cut_all(rendered)
+
+    def _texts(self, messages: list[Message], per_turn: bool) -> Rendering:
+        """The row's sample texts and their spans, before any encoding."""
         self._check_specials(messages)
         conversation = template_conversation(messages)
-        if self.mask_source == "generation":
-            text, spans = self._generation_spans(conversation)
-        else:
-            text, spans = self._prefix_spans(conversation)
-        return self._pieces(text, spans, conversation.owners)
+        template = self._template_for(conversation)
+        if GENERATION_TAG.search(template):
+            return [self._generation_spans(template, conversation)], conversation.owners
+        return self._prefix_spans(template, conversation, per_turn), conversation.owners
+
+    def _cut_all(self, rendered: list[Rendering | RowError]) -> list[list[list[Piece]] | RowError]:
+        texts = [text for r in rendered if not isinstance(r, RowError) for text, _ in r[0]]
+        encoded = iter(self.tokenizer.encode_markup_batch_with_offsets(texts))
+        out: list[list[list[Piece]] | RowError] = []
+        for r in rendered:
+            if isinstance(r, RowError):
+                out.append(r)
+                continue
+            samples, owners = r
+            cut = [_pieces(text, spans, owners, *next(encoded)) for text, spans in samples]
+            errors = [c for c in cut if isinstance(c, RowError)]
+            out.append(errors[0] if errors else cut)
+        return out
 
     def render_text(self, messages: list[Message]) -> str:
         conversation = template_conversation(messages)
-        return self._render(conversation, conversation.messages, False)
+        return self._render(self._template_for(conversation), conversation, conversation.messages, False)
 
     def assemble_prompt(self, query_tokens):
         raise _no_runs()
@@ -108,75 +176,126 @@ class TemplateStrategy(PromptStrategy):
     def assemble_response_batch(self, responses):
         raise _no_runs()
 
+    def training_roles(self, roles: frozenset[str]) -> PromptStrategy:
+        """A copy that also trains the turns of other roles: each such turn's text as the template
+        writes it, and its end tokens (prefix-rendered templates only)."""
+        if roles == self.trained_roles:
+            return self
+        if any(GENERATION_TAG.search(t) for t in self.templates.values()):
+            raise ConfigError(
+                "train_roles beyond 'assistant' needs a prefix-rendered template; this one marks "
+                "{% generation %} blocks, which only say what the assistant generates"
+            )
+        other = copy.copy(self)
+        other.trained_roles = roles
+        return other
+
+    def _template_for(self, conversation: TemplateConversation) -> str:
+        """transformers' choice among named templates: ``tool_use`` for rows with tools, else ``default``."""
+        if conversation.tools is not None and "tool_use" in self.templates:
+            return self.templates["tool_use"]
+        return self.template
+
     # ---- spans ---------------------------------------------------------------------------
-    def _prefix_spans(self, conversation: TemplateConversation) -> tuple[str, list[Span]]:
+    def _prefix_spans(
+        self, template: str, conversation: TemplateConversation, per_turn: bool
+    ) -> list[tuple[str, list[Span]]]:
         chat = conversation.messages
-        full = self._render(conversation, chat, False)
+        full = self._render(template, conversation, chat, False)
         spans: list[Span] = []
         for k, message in enumerate(chat):
-            if message["role"] != "assistant":
+            if message["role"] not in self.trained_roles:
                 continue
-            before = self._render(conversation, chat[:k], True)
-            through = self._render(conversation, chat[: k + 1], False)
-            problem = _prefix_problem(full, before, through, spans[-1][1] if spans else 0)
-            if problem:
-                raise _mask_error(f"{problem} at message {conversation.owners[k]}", conversation.owners[k])
+            end = spans[-1][1] if spans else 0
+            if message["role"] != "assistant":
+                spans.append(self._other_span(template, conversation, k, full, end))
+                continue
+            before = self._render(template, conversation, chat[:k], True)
+            through = self._render(template, conversation, chat[: k + 1], False)
+            exact = through.startswith(before) and full.startswith(through)
+            if not exact or len(before) < end:
+                return self._rewritten(template, conversation, conversation.owners[k], per_turn)
             spans.append((len(before), len(through), k))
-        return full, spans
+        return [(full, spans)]
 
-    def _generation_spans(self, conversation: TemplateConversation) -> tuple[str, list[Span]]:
+    def _other_span(self, template: str, conversation: TemplateConversation, k: int, full: str, after: int) -> Span:
+        """A trained non-assistant turn: from its text, as written in the render of messages[:k+1], to that
+        render's end (its end tokens); the render must be a prefix of the whole one."""
+        through = self._render(template, conversation, conversation.messages[: k + 1], False)
+        content = conversation.messages[k]["content"]
+        start = through.rfind(content, after) if content else -1
+        if start < 0 or not full.startswith(through):
+            raise _mask_error(
+                f"message {conversation.owners[k]} ({conversation.messages[k]['role']}) is not written as "
+                "its text, or renders differently alone than inside the whole conversation",
+                conversation.owners[k],
+            )
+        return (start, len(through), k)
+
+    def _turn(self, template: str, conversation: TemplateConversation, k: int) -> tuple[str, str]:
+        """(render of messages[:k] with the generation prompt, render of messages[:k+1]); the first
+        must be a prefix of the second, else turn k has no exact answer."""
+        chat = conversation.messages
+        before = self._render(template, conversation, chat[:k], True)
+        through = self._render(template, conversation, chat[: k + 1], False)
+        if not through.startswith(before):
+            raise _mask_error(
+                "rendering messages[:i] with add_generation_prompt=True is not a prefix of rendering "
+                f"messages[:i+1] at message {conversation.owners[k]}",
+                conversation.owners[k],
+            )
+        return before, through
+
+    def _rewritten(
+        self, template: str, conversation: TemplateConversation, owner: int, per_turn: bool
+    ) -> list[tuple[str, list[Span]]]:
+        """A row whose template rewrites history: the render through its last assistant turn
+        (or through each one, ``per_turn``), that turn alone a span. ``owner``: the v1 message
+        whose turn has no exact answer inside the whole render."""
+        if self.rewritten == "refuse" or self.trained_roles != {"assistant"}:
+            raise _mask_error(
+                f"the template rewrites history: message {owner} has no exact answer inside the whole "
+                "conversation; rewritten='last' trains the last turn on the render up to it",
+                owner,
+            )
+        turns = [k for k, m in enumerate(conversation.messages) if m["role"] == "assistant"]
+        samples = []
+        for k in turns if per_turn else turns[-1:]:
+            before, through = self._turn(template, conversation, k)
+            samples.append((through, [(len(before), len(through), k)]))
+        return samples
+
+    def _generation_spans(self, template: str, conversation: TemplateConversation) -> tuple[str, list[Span]]:
         try:
             text, spans = render_with_generation_spans(
-                self.template, conversation.messages, conversation.tools, **self._variables
+                template, conversation.messages, conversation.tools, **self._variables
             )
         except ValueError as e:
             raise _mask_error(str(e), None) from None
         assistants = [k for k, m in enumerate(conversation.messages) if m["role"] == "assistant"]
-        if len(spans) != len(assistants):
-            raise _mask_error(
-                f"its {{% generation %}} blocks produced {len(spans)} span(s) for {len(assistants)} assistant "
-                "message(s); every assistant message needs exactly one",
-                None,
-            )
-        return text, [(start, end, k) for (start, end), k in zip(spans, assistants)]
-
-    # ---- tokens --------------------------------------------------------------------------
-    def _pieces(self, text: str, spans: list[Span], owners: list[int]) -> list[Piece]:
-        """Cut the ids of the whole text where the spans start and end; each part decodes to its text."""
-        whole, starts = _encode_with_starts(self.tokenizer, text)
-        segments = _segments(text, spans, owners)
-        pieces, start, chars = [], 0, 0
-        for n, (value, owner, target) in enumerate(segments, 1):
-            chars += len(value)
-            last = n == len(segments)
-            guess = whole.size if last else int(np.searchsorted(starts, chars, side="left"))
-            end = self._token_edge(whole, start, value, guess, exact=last)
-            pieces.append(Piece(ids=whole[start:end], message=owner, target=target))
-            start = end
-        return pieces
-
-    def _token_edge(self, whole: np.ndarray, start: int, value: str, guess: int, exact: bool) -> int:
-        """The end of the tokens from ``start`` that decode to exactly ``value``.
-
-        The character offsets give the guess; ends near it are tried too, as offsets may be
-        trimmed; ``exact`` allows only the guess (the last part must end with the text).
-        """
-        reach = 0 if exact else EDGE_SEARCH
-        candidates = range(max(start, guess - reach), min(whole.size, guess + reach) + 1)
-        for end in sorted(candidates, key=lambda k: abs(k - guess)):
-            if self.tokenizer.decode(whole[start:end].tolist()) == value:
-                return end
-        near = self.tokenizer.decode(whole[max(0, guess - 3) : guess + 3].tolist())
+        if len(spans) == len(assistants):
+            return text, [(start, end, k) for (start, end), k in zip(spans, assistants)]
+        if len(spans) == 1 and self._inside_last(template, conversation, assistants, spans[0]):
+            return text, [(*spans[0], assistants[-1])]
         raise _mask_error(
-            f"a token crosses the start or end of an assistant turn near {near!r}, so no exact mask exists", None
+            f"its {{% generation %}} blocks produced {len(spans)} span(s) for {len(assistants)} assistant "
+            "message(s); every assistant message needs exactly one, or only the last one has one",
+            None,
         )
 
+    def _inside_last(self, template, conversation, assistants: list[int], span: tuple[int, int]) -> bool:
+        """The one generation span lies after everything before the last assistant message."""
+        if not assistants:
+            return False
+        chat = conversation.messages[: assistants[-1]]
+        return span[0] >= len(self._render(template, conversation, chat, True))
+
     # ---- rendering -----------------------------------------------------------------------
-    def _render(self, conversation: TemplateConversation, messages: list[dict], generation_prompt: bool) -> str:
+    def _render(
+        self, template: str, conversation: TemplateConversation, messages: list[dict], generation_prompt: bool
+    ) -> str:
         try:
-            return render_chat_template(
-                self.template, messages, generation_prompt, conversation.tools, **self._variables
-            )
+            return render_chat_template(template, messages, generation_prompt, conversation.tools, **self._variables)
         except Exception as e:  # the template is user code: any failure is this row's problem
             raise RowError("template_error", f"the chat template failed on this row: {type(e).__name__}: {e}") from None
 
@@ -196,20 +315,74 @@ class TemplateStrategy(PromptStrategy):
                     )
 
     def _probe(self) -> None:
+        """A template that cannot mask one plain exchange can mask no row: refused whole."""
         try:
             self.render_messages(PROBE)
         except RowError as e:
             raise ConfigError(f"the template strategy cannot mask this chat template exactly: {e.message}") from None
 
 
-def _prefix_problem(full: str, before: str, through: str, previous_end: int) -> str | None:
-    if not through.startswith(before):
-        return "rendering messages[:i] with add_generation_prompt=True is not a prefix of rendering messages[:i+1]"
-    if not full.startswith(through):
-        return "messages[:i+1] renders differently alone than inside the whole conversation"
-    if len(before) < previous_end:
-        return "an assistant turn starts before the previous one ends"
-    return None
+def _templates(tokenizer: AutoTokenizer, template: str | None) -> dict[str, str]:
+    named = dict(tokenizer.named_chat_templates)
+    if template is not None:
+        return {"default": named[template]} if template in named else {"default": template}
+    if named:
+        if "default" not in named:
+            raise ConfigError(
+                f"the tokenizer {tokenizer.source} has named chat templates {sorted(named)} and none is "
+                "'default'; pass template=<name or Jinja text>"
+            )
+        return named
+    if not tokenizer.chat_template:
+        raise ConfigError(
+            "the template strategy renders the tokenizer's chat_template, and this tokenizer has none: "
+            "add 'chat_template' to tokenizer_config.json (or chat_template.jinja beside it), call "
+            "set_chat_template(...), or pass template=..."
+        )
+    return {"default": tokenizer.chat_template}
+
+
+def _checked_kwargs(kwargs: dict | None) -> dict:
+    kwargs = dict(kwargs or {})
+    taken = {"messages", "tools", "add_generation_prompt"} & set(kwargs)
+    if taken:
+        raise ConfigError(f"chat_template_kwargs cannot set {sorted(taken)}: the strategy passes them per row")
+    try:
+        json.dumps(kwargs)
+    except TypeError as e:
+        raise ConfigError(f"chat_template_kwargs must be plain JSON values (they are recorded): {e}") from None
+    return kwargs
+
+
+def _pieces(
+    text: str, spans: list[Span], owners: list[int], ids: np.ndarray, offsets: list[tuple[int, int]]
+) -> list[Piece] | RowError:
+    """Cut the ids of the whole text at the tokens whose offsets are the span edges."""
+    pieces, start, chars = [], 0, 0
+    try:
+        for value, owner, target in _segments(text, spans, owners):
+            chars += len(value)
+            end = _cut(offsets, chars, text) if chars < len(text) else ids.size
+            pieces.append(Piece(ids=ids[start:end], message=owner, target=target))
+            start = end
+    except RowError as e:
+        return e
+    return pieces
+
+
+def _cut(offsets: list[tuple[int, int]], edge: int, text: str) -> int:
+    """The number of tokens before character ``edge``; a token crossing it is a RowError."""
+    cut = bisect.bisect_left(offsets, edge, key=_start)
+    if cut > 0 and offsets[cut - 1][1] > edge:
+        near = text[max(0, edge - 12) : edge + 12]
+        raise _mask_error(
+            f"a token crosses the start or end of an assistant turn near {near!r}, so no exact mask exists", None
+        )
+    return cut
+
+
+def _start(offset: tuple[int, int]) -> int:
+    return offset[0]
 
 
 def _mask_error(problem: str, owner: int | None) -> RowError:
@@ -235,9 +408,3 @@ def _segments(text: str, spans: list[Span], owners: list[int]) -> list[tuple[str
         pos = end
     parts.append((text[pos:], -1, False))
     return [p for p in parts if p[0]]
-
-
-def _encode_with_starts(tokenizer: AutoTokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
-    """The markup ids of ``text`` (== encode_markup) and each token's start character."""
-    ids, starts = tokenizer.encode_markup_with_offsets(text)
-    return np.asarray(ids, dtype=np.int32), np.asarray(starts, dtype=np.int64)

@@ -14,7 +14,7 @@ wrappers of the non-text content blocks. Rendering a v1 message (see converters/
 A tools or tool_calls block that follows non-empty content of the same message starts on a new
 line ("\\n" before its wrapper). Values are user text (encoded as text, so data cannot inject
 control tokens); role strings and wrappers are markup. An assistant message's blocks and end are
-its training target; its start and every other message are not.
+its training target; its start and every other message are not (``trained_roles`` adds roles).
 
 Neighbouring runs of one kind and span are joined before encoding: markup is encoded as written
 in one piece (``user_end + assistant_start`` is one string, exactly a single-turn prompt suffix)
@@ -96,8 +96,10 @@ class TurnFormat:
         blocks: BlockWrappers,
         encode_markup: Callable[[str], list[int]],
         strategy_name: str,
+        trained_roles: frozenset[str] = frozenset({"assistant"}),
     ) -> None:
         self.roles, self.blocks, self.strategy_name = roles, blocks, strategy_name
+        self.trained_roles = trained_roles  # whose blocks and end are a target (the start never is)
         self._encode = encode_markup
         self._plans: dict[Structure, Plan] = {}
 
@@ -128,7 +130,7 @@ class TurnFormat:
 
     def _message_runs(self, i: int, role: str, blocks: tuple[tuple[str, bool], ...]) -> Iterator[Run]:
         wrap = self._role(i, role)
-        target = role == "assistant"
+        target = role in self.trained_roles
         yield Run(wrap.start, message=i)
         written = False
         for j, (kind, empty) in enumerate(blocks):

@@ -2,7 +2,16 @@
 
 Accepts an SFT sample ``{"messages": [...]}`` or a pair ``{"chosen_messages", "rejected_messages"}``.
 Only the standard keys are kept: role, content and loss_weight on messages, the message lists on
-the sample.
+the sample, and what a chat template renders, carried as blocks:
+
+- a row-level ``tools`` (LLaMA-Factory v1's JSON string, or a list) -> a ``tools`` block in the
+  leading system message (one is added when there is none), as every other converter does;
+- ``{"type": "tool_call", "value": json}`` (LLaMA-Factory v1's spelling) -> a ``tool_calls`` block;
+- a message-level ``tool_calls`` list (the OpenAI shape) -> ``tool_calls`` blocks after the content,
+  and ``reasoning_content`` -> a ``reasoning`` block before it.
+
+A message field that a template would render but that has no block (``function_call``,
+``tool_call_id``) is a RowError (``uncarried_field``): the row is never rendered without it.
 """
 
 from __future__ import annotations
@@ -15,48 +24,89 @@ from typing import Any
 from pipeline_core.converters.fields import (
     as_dict,
     as_row,
+    as_str,
     json_type,
     lookup_role,
+    optional_list,
     required_list,
     required_str,
     required_turns,
 )
+from pipeline_core.converters.prelude import with_system
 from pipeline_core.converters.registry import ConverterFactory
 from pipeline_core.converters.sample import (
     CONTENT_TYPES,
     ROLES,
     ContentBlock,
     Message,
+    block,
     message,
 )
+from pipeline_core.converters.tools import tool_call_blocks, tools_json
 from pipeline_core.errors import RowError
 
 _ROLES = {role: role for role in ROLES}
 PAIR_KEYS = ("chosen_messages", "rejected_messages")
+UNCARRIED = ("function_call", "tool_call_id")
 
 
 def validate_message(value: Any, field: str) -> Message:
     msg = as_dict(value, field)
+    _refuse_uncarried(msg, field)
     role = lookup_role(required_str(msg, "role", f"{field}.role"), _ROLES, f"{field}.role")
     blocks = required_list(msg, "content", f"{field}.content")
-    content = [_validate_block(b, f"{field}.content[{j}]") for j, b in enumerate(blocks)]
+    content = [c for j, b in enumerate(blocks) for c in _validate_block(b, f"{field}.content[{j}]")]
+    content = _reasoning(msg, field) + content + _tool_calls(msg, role, field)
     return message(role, content, _loss_weight(msg.get("loss_weight"), f"{field}.loss_weight"))
 
 
 def validate_messages(row: Mapping[str, Any], key: str) -> list[Message]:
-    return [validate_message(m, f"{key}[{i}]") for i, m in enumerate(required_turns(row, key))]
+    """The conversation at ``row[key]``, with the row's ``tools`` carried into it."""
+    messages = [validate_message(m, f"{key}[{i}]") for i, m in enumerate(required_turns(row, key))]
+    return with_system(messages, None, tools_json(row.get("tools"), "tools"))
 
 
-def _validate_block(value: Any, field: str) -> ContentBlock:
+def _refuse_uncarried(msg: Mapping[str, Any], field: str) -> None:
+    for key in UNCARRIED:
+        if msg.get(key) is not None:
+            raise RowError(
+                "uncarried_field",
+                f"{field}.{key} is rendered by chat templates but has no v1 content block; convert it "
+                "(function_call -> a tool_calls list, tool results -> a 'tool' message) or drop the field",
+                f"{field}.{key}",
+            )
+
+
+def _reasoning(msg: Mapping[str, Any], field: str) -> list[ContentBlock]:
+    value = msg.get("reasoning_content")
+    if value is None:
+        return []
+    return [block("reasoning", as_str(value, f"{field}.reasoning_content"))]
+
+
+def _tool_calls(msg: Mapping[str, Any], role: str, field: str) -> list[ContentBlock]:
+    calls = optional_list(msg, "tool_calls", f"{field}.tool_calls")
+    if calls and role != "assistant":
+        raise RowError(
+            "invalid_tool_call",
+            f"{field}.tool_calls found on a {role!r} message; only assistant messages call tools",
+            f"{field}.tool_calls",
+        )
+    return [b for i, c in enumerate(calls) for b in tool_call_blocks(c, f"{field}.tool_calls[{i}]")]
+
+
+def _validate_block(value: Any, field: str) -> list[ContentBlock]:
     part = as_dict(value, field)
     kind = required_str(part, "type", f"{field}.type")
+    if kind == "tool_call":  # LLaMA-Factory v1's spelling: one call (or a list) as JSON
+        return tool_call_blocks(required_str(part, "value", f"{field}.value"), f"{field}.value")
     if kind not in CONTENT_TYPES:
         raise RowError(
             "unknown_content_type",
             f"unknown content type {kind!r} in {field}.type; expected one of {'/'.join(CONTENT_TYPES)}",
             f"{field}.type",
         )
-    return {"type": kind, "value": required_str(part, "value", f"{field}.value")}
+    return [{"type": kind, "value": required_str(part, "value", f"{field}.value")}]
 
 
 def _loss_weight(value: Any, field: str) -> float | None:

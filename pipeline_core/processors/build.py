@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from pipeline_core.processors import Processor, ProcessorFactory
 from pipeline_core.processors.normalize import TextNormalizer
@@ -46,15 +47,31 @@ class ProcessorSpec:
 
 
 _lock = threading.Lock()
-_tokenizers: dict[TokenizerSpec, AutoTokenizer] = {}
+_tokenizers: dict[tuple, AutoTokenizer] = {}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
 def load_tokenizer(spec: TokenizerSpec) -> AutoTokenizer:
-    """One tokenizer per spec and process: tasks in threads share it (encoding is thread-safe)."""
+    """One tokenizer per spec and process: tasks in threads share it (encoding is thread-safe).
+
+    A local tokenizer is loaded again when one of its files changed (an edited chat template
+    must not be served from memory); a remote one is read once per process.
+    """
+    key = (spec, _local_stamps(spec.path))
     with _lock:
-        if spec not in _tokenizers:
-            _tokenizers[spec] = AutoTokenizer.from_file(spec.path, backend=spec.backend, **spec.roles())
-        return _tokenizers[spec]
+        if key not in _tokenizers:
+            _tokenizers[key] = AutoTokenizer.from_file(spec.path, backend=spec.backend, **spec.roles())
+        return _tokenizers[key]
+
+
+def _local_stamps(path: str) -> tuple:
+    if "://" in path and not path.startswith("file://"):
+        return ()
+    local = Path(path.removeprefix("file://"))
+    folder = local if local.is_dir() else local.parent
+    files = [folder / name for name in TOKENIZER_FILES] + sorted(folder.glob("chat_templates/*.jinja"))
+    files += [] if local.is_dir() else [local]
+    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
 
 
 def build_processor(spec: ProcessorSpec, tokenizer: AutoTokenizer) -> Processor:

@@ -49,17 +49,37 @@ class Encoded:
 
 def render(strategy: PromptStrategy, conversation: Conversation) -> Rendered:
     """The strategy's pieces; a conversation without a single trained token is a RowError."""
-    pieces = strategy.render_messages(conversation.messages)
-    weights = conversation.weights
-    rendered = Rendered(pieces, [weights[p.message] if p.target else 0.0 for p in pieces], conversation.media)
-    if not any(w > 0 and _has_tokens(p) for p, w in zip(pieces, rendered.piece_weights)):
-        raise RowError(
-            "nothing_to_train",
-            "no assistant message with loss_weight > 0 to train on (train_on='last' uses only the last "
-            "assistant message); add an assistant turn or fix loss_weight",
-            "messages",
-        )
+    rendered = _weighted(strategy.render_messages(conversation.messages), conversation)
+    if not _trains(rendered):
+        raise _nothing_to_train()
     return rendered
+
+
+def weighted_samples(samples: list[list[Piece]], conversation: Conversation) -> list[Rendered]:
+    """The samples a strategy made of the conversation that train something (at least one)."""
+    kept = [r for r in (_weighted(pieces, conversation) for pieces in samples) if _trains(r)]
+    if not kept:
+        raise _nothing_to_train()
+    return kept
+
+
+def _weighted(pieces: list[Piece], conversation: Conversation) -> Rendered:
+    weights = conversation.weights
+    return Rendered(pieces, [weights[p.message] if p.target else 0.0 for p in pieces], conversation.media)
+
+
+def _trains(rendered: Rendered) -> bool:
+    return any(w > 0 and _has_tokens(p) for p, w in zip(rendered.pieces, rendered.piece_weights))
+
+
+def _nothing_to_train() -> RowError:
+    return RowError(
+        "nothing_to_train",
+        "no assistant message with loss_weight > 0 to train on (train_on='last' uses only the last "
+        "assistant message; a template that rewrites history trains only the last turn unless "
+        "rewritten='per_turn'); add an assistant turn or fix loss_weight",
+        "messages",
+    )
 
 
 def _has_tokens(piece: Piece) -> bool:

@@ -39,7 +39,10 @@ class FlatRows:
 
 def eligible(processor) -> bool:
     """The built-in turn strategies only: their flat rows are exactly prefix/suffix runs."""
-    return processor.reader.converter is None and type(processor.strategy) in (ChatMLStrategy, AlpacaStrategy)
+    strategy = processor.strategy
+    if processor.reader.converter is not None or strategy.trained_roles != {"assistant"}:
+        return False
+    return type(strategy) in (ChatMLStrategy, AlpacaStrategy)
 
 
 def flat_rows(processor, rows: list, keys: tuple[str, ...]) -> FlatRows | None:

@@ -11,7 +11,8 @@ is converted first, so raw alpaca / sharegpt / pair JSONL can be cached directly
 
 Loss weight per message, by ``train_on``: ``"all"``: every assistant message weighs its
 ``loss_weight`` (0 when it is <= 0); ``"last"``: only the last assistant message does. Other
-roles weigh 0. A tool-call turn (an assistant message with tool_calls blocks and no text) is masked out by
+roles weigh 0, unless ``train_roles`` lists them: a message of another listed role weighs 1 (its
+loss_weight is for assistant turns), and leaving ``assistant`` out trains no assistant turn. A tool-call turn (an assistant message with tool_calls blocks and no text) is masked out by
 default, with the observations that answer it; ``train_tool_calls=True`` trains on it the way
 LLaMA-Factory does. The normalizer applies to text and reasoning blocks, not to the JSON of tools and
 tool calls, which must stay valid JSON.
@@ -25,12 +26,13 @@ from typing import Any, Literal
 
 from pipeline_core.converters.messages import validate_messages
 from pipeline_core.converters.registry import ConverterFactory
-from pipeline_core.converters.sample import Message, text_message
+from pipeline_core.converters.sample import ROLES, Message, text_message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.processors.base import is_blank, require_text
 from pipeline_core.processors.media import MediaPolicy, check_policy, media_refs
 
 TrainOn = Literal["all", "last"]
+ASSISTANT = frozenset({"assistant"})
 TRAIN_ON = ("all", "last")
 PAIR_KEYS = ("chosen_messages", "rejected_messages")
 NORMALIZED_BLOCKS = ("text", "reasoning")
@@ -63,9 +65,28 @@ def check_train_on(train_on: str) -> TrainOn:
     return train_on  # type: ignore[return-value]
 
 
-def message_weights(messages: list[Message], train_on: TrainOn, train_tool_calls: bool = False) -> list[float]:
+def message_weights(
+    messages: list[Message], train_on: TrainOn, train_tool_calls: bool = False, roles: frozenset[str] = ASSISTANT
+) -> list[float]:
+    """Per message: an assistant's loss_weight (by train_on), 1.0 for a message of another trained role."""
     last = _last_assistant(messages) if train_on == "last" else None
-    return [_weight(m, train_tool_calls) if last is None or i == last else 0.0 for i, m in enumerate(messages)]
+    return [_role_weight(m, i, last, train_tool_calls, roles) for i, m in enumerate(messages)]
+
+
+def _role_weight(message: Message, i: int, last: int | None, train_tool_calls: bool, roles: frozenset[str]) -> float:
+    if message["role"] != "assistant":
+        return 1.0 if message["role"] in roles else 0.0
+    if "assistant" not in roles or (last is not None and i != last):
+        return 0.0
+    return _weight(message, train_tool_calls)
+
+
+def check_train_roles(roles) -> frozenset[str]:
+    chosen = frozenset(["assistant"] if roles is None else roles)
+    unknown = chosen - set(ROLES)
+    if unknown or not chosen:
+        raise ConfigError(f"train_roles must be a non-empty list of {', '.join(ROLES)}, got {sorted(roles or [])}")
+    return chosen
 
 
 def _weight(message: Message, train_tool_calls: bool) -> float:
@@ -102,7 +123,9 @@ class ConversationReader:
         media: str = "skip",
         query_key: str = "query",
         train_tool_calls: bool = False,
+        train_roles=None,
     ) -> None:
+        self.train_roles = check_train_roles(train_roles)
         self.converter, self.converter_name = resolve_converter(converter)
         self.train_on: TrainOn = check_train_on(train_on)
         self.media: MediaPolicy = check_policy(media)
@@ -110,11 +133,13 @@ class ConversationReader:
         self.train_tool_calls = bool(train_tool_calls)
 
     def describe(self) -> dict:
+        roles = {} if self.train_roles == ASSISTANT else {"train_roles": sorted(self.train_roles)}
         return {
             "converter": self.converter_name,
             "train_on": self.train_on,
             "train_tool_calls": self.train_tool_calls,
             "media": self.media,
+            **roles,
         }
 
     def sft(self, row: Any, response_key: str = "response", normalize: Normalize = None) -> Conversation:
@@ -157,7 +182,9 @@ class ConversationReader:
     def _conversation(self, messages: list[Message], normalize: Normalize, key: str = "messages") -> Conversation:
         refs = media_refs(messages, self.media, key)
         messages = [_normalized(m, normalize) for m in messages] if normalize else messages
-        return Conversation(messages, message_weights(messages, self.train_on, self.train_tool_calls), refs)
+        return Conversation(
+            messages, message_weights(messages, self.train_on, self.train_tool_calls, self.train_roles), refs
+        )
 
 
 def _require_object(row: Any) -> None:

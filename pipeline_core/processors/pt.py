@@ -1,4 +1,7 @@
-"""``pt``: pretraining text. ``{"text"}`` -> ``{"sequence"}`` = encode(text) + [eos].
+"""``pt``: pretraining text. ``{"text"}`` -> ``{"sequence"}`` = [bos] + encode(text) + [eos].
+
+``add_eos`` (default True: Megatron's ``--append-eod``) ends every document with the tokenizer's
+eos; ``add_bos`` (default False) starts it with its bos. Either needs that role of the tokenizer.
 
 ``text_key`` names the field (default ``text``); its Megatron files are named after it, as
 Megatron's ``--json-keys`` does (``{stem}_text_document``). ``text_keys=[a, b]`` tokenizes several
@@ -12,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline_core.errors import ConfigError
-from pipeline_core.formats.ragged import concat_ragged, tile_rows
+from pipeline_core.formats.ragged import Ragged, concat_ragged, tile_rows
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, require_text, split_valid
 from pipeline_core.processors.length import over_length, truncate
 
@@ -23,11 +26,16 @@ class PretrainProcessor(Processor):
     default_strategy = None
 
     def __init__(
-        self, tokenizer, strategy=None, text_key: str = "text", text_keys: list[str] | None = None, **kwargs
+        self,
+        tokenizer,
+        strategy=None,
+        text_key: str = "text",
+        text_keys: list[str] | None = None,
+        add_bos: bool = False,
+        add_eos: bool = True,
+        **kwargs,
     ) -> None:
         super().__init__(tokenizer, strategy, **kwargs)
-        if not tokenizer.has_role("eos"):
-            raise ConfigError("the pt processor appends eos to every document; load the tokenizer with eos_token=...")
         keys = list(text_keys or [text_key])
         if not keys or len(set(keys)) != len(keys) or not all(isinstance(k, str) and k for k in keys):
             raise ConfigError(f"text_keys must be distinct field names, got {text_keys!r}")
@@ -35,19 +43,22 @@ class PretrainProcessor(Processor):
         if len(keys) > 1:  # one group per field, named after it
             self.groups = {k: (k,) for k in keys}
         self.megatron_names = {"sequence": keys[0]} if len(keys) == 1 else {}
-        self._eos = np.asarray([tokenizer.eos_token_id], dtype=np.int32)
+        self.add_bos, self.add_eos = bool(add_bos), bool(add_eos)
+        self._bos = _role_ids(tokenizer, "bos", self.add_bos, "add_bos=True prepends bos to every document")
+        self._eos = _role_ids(tokenizer, "eos", self.add_eos, "the pt processor appends eos to every document")
 
     def describe(self) -> dict:
-        """The base settings, plus ``text_keys`` when there are several."""
+        """The base settings, plus ``text_keys`` when there are several and bos/eos when not the defaults."""
         extra = {"text_keys": self.text_keys} if len(self.text_keys) > 1 else {}
+        if (self.add_bos, self.add_eos) != (False, True):
+            extra |= {"add_bos": self.add_bos, "add_eos": self.add_eos}
         return {**super().describe(), **extra}
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
         if len(self.text_keys) > 1:
             return self._several_keys(rows)
         good, positions, errors = split_valid(rows, lambda r: (self._norm(require_text(r, self.text_key)),))
-        ids = self.tokenizer.encode_ragged([g[0] for g in good])
-        seq = concat_ragged([ids, tile_rows(self._eos, len(ids))])
+        seq = self._documents([g[0] for g in good])
         keep, long_errors, truncated = over_length(seq.lengths, None, self.max_length, self.overflow)
         if truncated:
             seq = truncate(seq, np.full(len(seq), self.max_length))
@@ -55,13 +66,14 @@ class PretrainProcessor(Processor):
         errors.sort(key=lambda x: x[0])
         return ProcessedBatch({"sequence": seq.keep(keep)}, positions[keep], errors, truncated)
 
+    def _documents(self, texts: list[str]) -> Ragged:
+        ids = self.tokenizer.encode_ragged(texts)
+        return concat_ragged([tile_rows(self._bos, len(ids)), ids, tile_rows(self._eos, len(ids))])
+
     def _several_keys(self, rows: list[dict]) -> ProcessedBatch:
         fields = lambda r: tuple(self._norm(require_text(r, k)) for k in self.text_keys)  # noqa: E731
         good, positions, errors = split_valid(rows, fields)
-        seqs = {}
-        for j, key in enumerate(self.text_keys):
-            ids = self.tokenizer.encode_ragged([g[j] for g in good])
-            seqs[key] = concat_ragged([ids, tile_rows(self._eos, len(ids))])
+        seqs = {key: self._documents([g[j] for g in good]) for j, key in enumerate(self.text_keys)}
         longest = np.maximum.reduce([s.lengths for s in seqs.values()]) if good else np.zeros(0, dtype=np.int64)
         keep, long_errors, truncated = over_length(longest, None, self.max_length, self.overflow)
         if truncated:
@@ -69,3 +81,11 @@ class PretrainProcessor(Processor):
         errors += [(int(positions[i]), e) for i, e in long_errors]
         errors.sort(key=lambda x: x[0])
         return ProcessedBatch({k: s.keep(keep) for k, s in seqs.items()}, positions[keep], errors, truncated)
+
+
+def _role_ids(tokenizer, role: str, wanted: bool, why: str) -> np.ndarray:
+    if not wanted:
+        return np.zeros(0, dtype=np.int32)
+    if not tokenizer.has_role(role):
+        raise ConfigError(f"{why}; load the tokenizer with {role}_token=... (or set add_{role}=False)")
+    return np.asarray([getattr(tokenizer, f"{role}_token_id")], dtype=np.int32)

@@ -11,17 +11,21 @@ strategy renders them (strategies.py). ``train_on="all"`` trains on every assist
 loss_weight > 0, ``"last"`` on the last one; ``train_tool_calls=False`` masks out assistant turns
 that only call tools; ``converter=`` converts raw rows first. ``loss_weight`` (float32) is always
 produced and is a deferred key: it says more than ``loss_mask`` only when a weight is not 0/1.
-With ``media="keep"`` the media references are stored per sample under ``media`` (media.py).
+``train_on_prompt`` and ``train_on_eos`` are the mask controls of mask.py. With ``media="keep"`` the media references are stored per sample under ``media`` (media.py).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from pipeline_core.errors import RowError
 from pipeline_core.processors import fast_pairs
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
-from pipeline_core.processors.conversation import Rendered, encode_rendered, render
+from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, weighted_samples
 from pipeline_core.processors.length import over_length, truncate_all
+from pipeline_core.processors.mask import EndTokens, MaskControls, controlled
 from pipeline_core.processors.media import media_ragged
-from pipeline_core.processors.messages import ConversationReader
+from pipeline_core.processors.messages import Conversation, ConversationReader
 
 
 @ProcessorFactory.register("sft")
@@ -40,29 +44,66 @@ class SFTProcessor(Processor):
         train_on: str = "all",
         media: str = "skip",
         train_tool_calls: bool = False,
+        train_on_prompt: bool = False,
+        train_on_eos: str = "turn",
+        train_roles=None,
         **kwargs,
     ):
         super().__init__(tokenizer, strategy, **kwargs)
+        self.controls = MaskControls(bool(train_on_prompt), train_on_eos)
+        self._ends = EndTokens([tokenizer.token_to_id(t) for t in tokenizer.special_tokens], tokenizer.decode)
         self.query_key, self.response_key = query_key, response_key
-        self.reader = ConversationReader(converter, train_on, media, query_key, train_tool_calls)
+        self.reader = ConversationReader(converter, train_on, media, query_key, train_tool_calls, train_roles)
+        if self.strategy is not None:
+            self.strategy = self.strategy.training_roles(self.reader.train_roles)
         self.sample_keys = ("media",) if media == "keep" else ()
 
     def describe(self) -> dict:
-        return {**super().describe(), **self.reader.describe()}
+        controls = {} if self.controls.default else self.controls.describe()  # older outputs' keys unchanged
+        return {**super().describe(), **self.reader.describe(), **controls}
 
-    def _extract(self, row: dict) -> tuple[Rendered]:
-        return (render(self.strategy, self.reader.sft(row, self.response_key, self.normalizer)),)
+    def _conversation(self, row: dict) -> Conversation:
+        return self.reader.sft(row, self.response_key, self.normalizer)
+
+    def _extract(self, row: dict) -> list[Rendered]:
+        """One row's samples (fast_pairs checks with it that a row fails the general path too)."""
+        conversation = self._conversation(row)
+        return weighted_samples(self.strategy.render_samples(conversation.messages), conversation)
+
+    def _render(self, rows: list[dict]) -> tuple[list[list[Rendered]], np.ndarray, list]:
+        """Each good row's samples (one, or one per turn: the template strategy's ``rewritten="per_turn"``),
+        their positions and the bad rows' errors; the strategy renders the batch at once."""
+        conversations, positions, errors = split_valid(rows, self._conversation)
+        rendered = self.strategy.render_samples_batch([c.messages for c in conversations])
+        good, kept = [], []
+        for position, conversation, samples in zip(positions.tolist(), conversations, rendered):
+            try:
+                if isinstance(samples, RowError):
+                    raise samples
+                good.append(weighted_samples(samples, conversation))
+                kept.append(position)
+            except RowError as e:
+                errors.append((position, e))
+        return good, np.asarray(kept, dtype=np.int64), errors
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
-        fast = fast_pairs.sft_batch(self, rows)
+        fast = fast_pairs.sft_batch(self, rows) if self.controls.default else None
         return fast if fast is not None else self._general_batch(rows)
 
     def _general_batch(self, rows: list[dict]) -> ProcessedBatch:
-        good, positions, errors = split_valid(rows, self._extract)
-        rendered = [g[0] for g in good]
+        good, positions, errors = self._render(rows)
+        rendered = [r for samples in good for r in samples]
+        positions = np.repeat(positions, [len(samples) for samples in good])
         encoded = encode_rendered(self.tokenizer, rendered)
+        failed: list = []
+        if not self.controls.default:
+            weight, failed = controlled(self.controls, encoded.sequence, encoded.weight, self._ends)
+            encoded = Encoded(encoded.sequence, weight)
         lengths = encoded.sequence.lengths
         keep, dropped, truncated = over_length(lengths, encoded.prompt_lengths, self.max_length, self.overflow)
+        if failed:
+            keep[[i for i, _ in failed]] = False
+            errors = errors + [(int(positions[i]), e) for i, e in failed]
         samples = {"sequence": encoded.sequence, "loss_mask": encoded.mask, "loss_weight": encoded.weight}
         samples = truncate_all(samples, self.max_length)
         if self.sample_keys:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import fsspec
+import numpy as np
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from pipeline_core.formats.ragged import Ragged
@@ -56,7 +57,9 @@ class AutoTokenizer:
         roles: dict[str, str | None] | None = None,
         chat_template: str | None = None,
         backend: str = "auto",
+        source: str = "(built in memory)",
     ) -> None:
+        self.source = source  # where it was loaded from, for messages
         self._markup = tokenizer
         self._json = tokenizer.to_str()
         self._backend_choice = backend
@@ -64,6 +67,8 @@ class AutoTokenizer:
         self._roles: dict[str, str] = {}
         self._fingerprint: str | None = None
         self.chat_template = chat_template
+        # named templates ({"default": ..., "tool_use": ...}) when the model ships several
+        self.named_chat_templates: dict[str, str] = {}
         for role, token in (roles or {}).items():
             self._set_role(role, token)
 
@@ -77,7 +82,11 @@ class AutoTokenizer:
         config = _read_config(folder) if folder else {}
         merged = {r: _token_content(config.get(f"{r}_token")) for r in ROLES}
         merged.update({_role_name(k): v for k, v in roles.items()})
-        return cls(tokenizer, merged, _chat_template_of(config), backend)
+        named = _chat_templates_of(folder, config) if folder else {}
+        default = named.get("default") if len(named) != 1 else next(iter(named.values()))
+        tok = cls(tokenizer, merged, default, backend, source=str(path))
+        tok.named_chat_templates = named if len(named) > 1 else {}
+        return tok
 
     @classmethod
     def from_pretrained(cls, path: str | Path, backend: str = "auto", **roles: str) -> AutoTokenizer:
@@ -145,6 +154,12 @@ class AutoTokenizer:
         encoding = self._markup.encode(text, add_special_tokens=False)
         return encoding.ids, [start for start, _ in encoding.offsets]
 
+    def encode_markup_batch_with_offsets(self, texts: Sequence[str]) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
+        """Per text: ``encode_markup(text)`` as int32 ids and each token's (start, end) character in
+        it; one call for the whole batch (the tokenizer's own threads)."""
+        encodings = self._markup.encode_batch(list(texts), add_special_tokens=False)
+        return [(np.asarray(e.ids, dtype=np.int32), e.offsets) for e in encodings]
+
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         return self._markup.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
@@ -202,16 +217,32 @@ class AutoTokenizer:
 
     @property
     def stop_ids(self) -> list[int]:
-        """Ids that end a generation: eos, plus the ChatML end token when the vocabulary has it."""
+        """Ids that end a generation: eos, plus the ChatML end tokens the vocabulary has (either spelling)."""
         ids = [self.eos_token_id]
-        im_end = self._markup.token_to_id(IM_END)
-        if im_end is not None and im_end not in ids:
-            ids.append(im_end)
+        for token in ("<|im_end|>", IM_END):
+            found = self._markup.token_to_id(token)
+            if found is not None and found not in ids:
+                ids.append(found)
         return ids
 
     # ---- chat templates -----------------------------------------------------------------
     def set_chat_template(self, jinja_source: str) -> None:
         self.chat_template = jinja_source
+        self.named_chat_templates = {}
+
+    def select_chat_template(self, tools) -> str | None:
+        """The template transformers' ``get_chat_template`` picks: with named templates, ``tool_use``
+        when tools are given (not None) and it exists, else ``default``; else the one template."""
+        named = self.named_chat_templates
+        if not named:
+            return self.chat_template
+        if tools is not None and "tool_use" in named:
+            return named["tool_use"]
+        if "default" in named:
+            return named["default"]
+        raise ValueError(
+            f"this tokenizer has named chat templates {sorted(named)} and none is 'default'; pass template=..."
+        )
 
     def apply_chat_template(
         self,
@@ -286,12 +317,33 @@ def _token_content(value) -> str | None:
     return value
 
 
-def _chat_template_of(config: dict) -> str | None:
+def _chat_templates_of(folder: str, config: dict) -> dict[str, str]:
+    """Every chat template of the folder by name, as transformers loads them: ``chat_template.jinja``
+    (the default) and ``chat_templates/*.jinja`` beside tokenizer_config.json win over its
+    ``chat_template`` entry (a string, or a list of ``{"name", "template"}``)."""
+    files = _template_files(folder)
+    if files:
+        return files
     template = config.get("chat_template")
-    if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
-        named = {t.get("name"): t.get("template") for t in template}
-        return named.get("default") or next(iter(named.values()), None)
-    return template
+    if isinstance(template, list):
+        return {t.get("name"): t.get("template") for t in template if t.get("template")}
+    return {"default": template} if template else {}
+
+
+def _template_files(folder: str) -> dict[str, str]:
+    fs, root = fsspec.core.url_to_fs(folder)
+    found: dict[str, str] = {}
+    if fs.exists(f"{root}/chat_template.jinja"):
+        found["default"] = _read_text(fs, f"{root}/chat_template.jinja")
+    if fs.isdir(f"{root}/chat_templates"):
+        for path in sorted(fs.glob(f"{root}/chat_templates/*.jinja")):
+            found[path.rsplit("/", 1)[-1].removesuffix(".jinja")] = _read_text(fs, path)
+    return found
+
+
+def _read_text(fs, path: str) -> str:
+    with fs.open(path, "r", encoding="utf-8") as f:
+        return f.read()
 
 
 def _training_files(source) -> list[str] | None:

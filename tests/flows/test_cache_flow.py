@@ -175,7 +175,11 @@ def test_bfd_packing_reports_utilisation_near_the_lower_bound(gpt2_path, llamafa
         for r in load_json_or_jsonl(llamafactory / "alpaca_en_demo.json")
     ]
     folder = write_chunks(tmp_path / "sft", rows, 1)
-    p = params(gpt2_path, folder, tmp_path / "out", processor="sft", pack_size=1024, pad_value=0, packing="bfd")
+    # GPT-2 has no ChatML control tokens: the markers are written as text, knowingly
+    chatml = {"strategy": "chatml", "strategy_kwargs": {"text_markers": True}}
+    p = params(
+        gpt2_path, folder, tmp_path / "out", processor="sft", pack_size=1024, pad_value=0, packing="bfd", **chatml
+    )
     summary = cache_flow(p)["summary"]
     assert summary["samples_written"] + summary["rows_skipped"] == len(rows)
     assert summary["packs"] <= 1.03 * summary["lower_bound_packs"]

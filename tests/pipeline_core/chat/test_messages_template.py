@@ -230,13 +230,27 @@ def test_template_with_token_across_the_edge_is_a_config_error(tok):
         StrategyFactory.create("template", tok, template=glued)
 
 
-def test_generation_blocks_must_cover_every_assistant_turn(tok):
-    last_only = CHATML_PREFIX.replace(
+def generation_on(condition: str) -> str:
+    return CHATML_PREFIX.replace(
         "{{- message.content }}",
-        "{% if loop.last %}{% generation %}{{ message.content }}{% endgeneration %}{% else %}{{ message.content }}{% endif %}",
+        f"{{% if {condition} %}}{{% generation %}}{{{{ message.content }}}}{{% endgeneration %}}"
+        "{% else %}{{ message.content }}{% endif %}",
     )
-    with pytest.raises(ConfigError, match="span"):
-        StrategyFactory.create("template", tok, template=last_only)
+
+
+def test_generation_blocks_on_the_last_turn_only_train_the_last_turn(tok):
+    # what transformers' return_assistant_tokens_mask gives for such a template: the last turn only
+    conv = {
+        "messages": [
+            {"role": r, "content": [{"type": "text", "value": c * 3}]}
+            for r, c in zip(["user", "assistant"] * 2, "abcd")
+        ]
+    }
+    out = template_processor("sft", tok, generation_on("loop.last")).process(conv)
+    assert tok.decode(out["sequence"][out["loss_mask"]].tolist()) == "ddd"
+    first_only = template_processor("sft", tok, generation_on("loop.index0 == 1"))
+    with pytest.raises(RowError, match="span"):
+        first_only.process(conv)
 
 
 def test_template_needs_a_chat_template(trained):

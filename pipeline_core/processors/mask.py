@@ -1,0 +1,110 @@
+"""The mask controls trainers expose, applied to an encoded batch's loss weights.
+
+::
+
+    train_on_prompt=True   every token is trained: prompt, system, tool and format tokens weigh 1,
+                           assistant turns keep their loss_weight (LLaMA-Factory's train_on_prompt)
+    train_on_eos="turn"    each trained assistant turn's end tokens are trained (the default)
+                 "last"    only the last trained turn of a sample keeps its end tokens
+                 "none"    no turn's end tokens are trained
+
+A turn's *end tokens* are the tail of its trained span made only of special tokens and blank
+(whitespace) tokens, from its first special token on: ChatML's ``<|im_end|>`` and the ``\\n`` after it,
+Llama-3's ``<|eot_id|>``, Phi-3.5's last ``<|end|>\\n<|endoftext|>``, alpaca's eos. A trained span whose
+tail has no special token has no end token to leave out: with ``train_on_eos`` other than ``"turn"`` such a row
+is a RowError (``no_end_token``), never trained on a guess. The two settings exclude each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline_core.errors import ConfigError, RowError
+from pipeline_core.formats.ragged import Ragged
+
+TRAIN_ON_EOS = ("turn", "last", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class MaskControls:
+    train_on_prompt: bool = False
+    train_on_eos: str = "turn"
+
+    def __post_init__(self) -> None:
+        if self.train_on_eos not in TRAIN_ON_EOS:
+            raise ConfigError(f"train_on_eos must be one of {', '.join(TRAIN_ON_EOS)}, got {self.train_on_eos!r}")
+        if self.train_on_prompt and self.train_on_eos != "turn":
+            raise ConfigError("train_on_prompt trains every token, end tokens included; leave train_on_eos='turn'")
+
+    @property
+    def default(self) -> bool:
+        return not self.train_on_prompt and self.train_on_eos == "turn"
+
+    def describe(self) -> dict:
+        return {"train_on_prompt": self.train_on_prompt, "train_on_eos": self.train_on_eos}
+
+    def row_weights(self, ids: np.ndarray, weight: np.ndarray, ends: EndTokens) -> np.ndarray:
+        """One sample's weights under these controls (``ids``/``weight`` aligned)."""
+        if self.train_on_prompt:
+            return np.where(weight > 0, weight, np.float32(1.0)).astype(np.float32)
+        if self.train_on_eos == "turn":
+            return weight
+        out = weight.copy()
+        runs = _runs(weight > 0)
+        for n, (start, end) in enumerate(runs):
+            if self.train_on_eos == "last" and n == len(runs) - 1:
+                continue
+            out[ends.start(ids, start, end) : end] = 0
+        return out
+
+
+class EndTokens:
+    """Which ids end a turn: the tokenizer's special ids, and the blank ids that may follow them."""
+
+    def __init__(self, special_ids, decode) -> None:
+        self.special = frozenset(int(i) for i in special_ids)
+        self._decode, self._blank = decode, {}
+
+    def is_blank(self, token: int) -> bool:
+        if token not in self._blank:
+            self._blank[token] = self._decode([token]).isspace()
+        return self._blank[token]
+
+    def start(self, ids: np.ndarray, start: int, end: int) -> int:
+        """Where the end tokens of the trained span ``[start, end)`` begin."""
+        first = None
+        for k in range(end - 1, start - 1, -1):
+            token = int(ids[k])
+            if token in self.special:
+                first = k
+            elif not self.is_blank(token):
+                break
+        if first is None:
+            raise RowError(
+                "no_end_token",
+                "train_on_eos needs each trained turn to end with a special token (its end of turn), and this "
+                "one has none; use a strategy whose markers are the tokenizer's control tokens, or "
+                "train_on_eos='turn'",
+                "messages",
+            )
+        return first
+
+
+def controlled(controls: MaskControls, sequence: Ragged, weight: Ragged, ends: EndTokens) -> tuple[Ragged, list]:
+    """The batch's weights under ``controls`` and the (sample index, RowError) of samples it cannot apply to."""
+    rows, errors = [], []
+    for i in range(len(sequence)):
+        try:
+            rows.append(controls.row_weights(sequence[i], weight[i], ends))
+        except RowError as e:
+            errors.append((i, e))
+            rows.append(np.zeros(len(weight[i]), np.float32))
+    values = np.concatenate(rows).astype(np.float32) if rows else np.zeros(0, np.float32)
+    return Ragged(values, weight.offsets), errors
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))

@@ -1,0 +1,318 @@
+"""The six real model templates on the LLaMA-Factory fixtures, against transformers as the reference.
+
+For every row: the ids equal ``PreTrainedTokenizerFast.apply_chat_template(..., tokenize=True)`` on
+the same conversation, and the mask equals the spans found by rendering prefixes with transformers
+(``messages[:k]`` with ``add_generation_prompt=True`` up to ``messages[:k+1]``), mapped to tokens by
+transformers' own offsets. A template that rewrites history gives the render through the last
+assistant turn, that turn trained. Every refusal is explained: transformers raises on the same
+conversation, or a token truly straddles a span edge (both counted).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from pipeline_core import AutoTokenizer, ProcessorFactory, StrategyFactory
+from tests.pipeline_core.chat.families import (
+    FAMILY_NAMES,
+    family_folder,
+    legacy_llama2_tokenizer,
+    metaspace_tokenizer,
+    reference,
+)
+from tests.pipeline_core.processors.test_messages_helpers import fixture_rows, weights_of
+
+ROWS = {"alpaca_en_demo.json": 80, "glaive_toolcall_en_demo.json": 80, "v1_sft_demo.jsonl": 120}
+
+
+def reference_messages(v1: list[dict]) -> tuple[list[dict], list | None, list[int]]:
+    """What a transformers user passes: (messages, tools, v1 index of each message)."""
+    out, tools, owners = [], None, []
+    for i, m in enumerate(v1):
+        for b in m["content"]:
+            if b["type"] == "tools":
+                parsed = json.loads(b["value"])
+                tools = (tools or []) + (parsed if isinstance(parsed, list) else [parsed])
+        if m["role"] == "system" and all(b["type"] == "tools" for b in m["content"]):
+            continue
+        msg = {"role": m["role"], "content": "".join(b["value"] for b in m["content"] if b["type"] == "text")}
+        reasoning = [b["value"] for b in m["content"] if b["type"] == "reasoning"]
+        if reasoning:
+            msg["reasoning_content"] = "".join(reasoning)
+        calls = [json.loads(b["value"]) for b in m["content"] if b["type"] == "tool_calls"]
+        if calls:
+            msg["tool_calls"] = [c if "function" in c else {"type": "function", "function": c} for c in calls]
+        out.append(msg)
+        owners.append(i)
+    return out, tools, owners
+
+
+class Reference:
+    """The expected sample of one conversation, computed with transformers alone."""
+
+    def __init__(self, ref, v1: list[dict], train_on: str = "all", **kwargs):
+        self.ref, self.kwargs = ref, kwargs
+        self.messages, self.tools, self.owners = reference_messages(v1)
+        self.weights = weights_of(v1, train_on)
+
+    def render(self, messages, generation_prompt=False) -> str:
+        return self.ref.apply_chat_template(
+            messages, tools=self.tools, tokenize=False, add_generation_prompt=generation_prompt, **self.kwargs
+        )
+
+    def ids(self, messages) -> list[int]:
+        out = self.ref.apply_chat_template(messages, tools=self.tools, tokenize=True, **self.kwargs)
+        return list(out["input_ids"] if hasattr(out, "keys") else out)
+
+    def expected(self) -> tuple[list[int], np.ndarray, list]:
+        """(ids, mask, tokens straddling a span edge) of the sample: the whole conversation, or
+        through the last assistant turn when the template rewrites history."""
+        assistants = [k for k, m in enumerate(self.messages) if m["role"] == "assistant"]
+        full = self.render(self.messages)
+        turns = {k: (self.render(self.messages[:k], True), self.render(self.messages[: k + 1])) for k in assistants}
+        rewritten = any(not (full.startswith(t) and t.startswith(b)) for b, t in turns.values())
+        if rewritten:
+            last = assistants[-1]
+            kept, text, trained = self.messages[: last + 1], turns[last][1], [last]
+        else:
+            kept, text, trained = self.messages, full, assistants
+        spans = [(len(turns[k][0]), len(turns[k][1])) for k in trained if self.weights[self.owners[k]] > 0]
+        ids = self.ids(kept)
+        encoded = self.ref(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert encoded["input_ids"] == ids
+        offsets = encoded["offset_mapping"]
+        mask = np.array([any(s <= a and b <= e for s, e in spans) for a, b in offsets], dtype=bool)
+        straddles = [(a, b) for a, b in offsets for s, e in spans if a < s < b or a < e < b]
+        return ids, mask, straddles
+
+    def trains_nothing(self) -> bool:
+        return not self.expected()[1].any()
+
+    def no_exact_answer(self) -> bool:
+        """The sample's trained turn is not an extension of its prompt, or a token straddles an edge."""
+        last = max(k for k, m in enumerate(self.messages) if m["role"] == "assistant")
+        if not self.render(self.messages[: last + 1]).startswith(self.render(self.messages[:last], True)):
+            return True
+        return bool(self.expected()[2])
+
+    def raises(self) -> bool:
+        try:
+            self.render(self.messages)
+            for k, m in enumerate(self.messages):
+                if m["role"] == "assistant":
+                    self.render(self.messages[:k], True)
+        except Exception:  # noqa: BLE001 - any failure of the template itself
+            return True
+        return False
+
+
+def check_rows(tok, ref, rows, convert, **strategy_kwargs) -> Counter:
+    strategy = StrategyFactory.create("template", tok, **strategy_kwargs)
+    processor = ProcessorFactory.create_with_strategy("sft", tok, strategy, converter=convert, media="keep")
+    batch = processor.process_batch(rows)
+    errors = dict(batch.errors)
+    reasons: Counter = Counter()
+    kept = iter(range(batch.n_samples))
+    kwargs = strategy_kwargs.get("chat_template_kwargs") or {}
+    for i, row in enumerate(rows):
+        expect = Reference(ref, convert(row)["messages"], **kwargs)
+        if i in errors:
+            reason = errors[i].reason
+            reasons[reason] += 1
+            explained = {
+                "template_error": expect.raises,
+                "template_mask": expect.no_exact_answer,
+                "nothing_to_train": expect.trains_nothing,
+            }
+            assert explained[reason](), f"row {i} refused without cause: {errors[i].message}"
+            continue
+        j = next(kept)
+        ids, mask, straddles = expect.expected()
+        assert not straddles, f"row {i}: kept although a token straddles a span edge"
+        assert batch.samples["sequence"][j].tolist() == ids, f"row {i}: ids differ from apply_chat_template"
+        assert batch.samples["loss_mask"][j].tolist() == mask.tolist(), f"row {i}: mask differs"
+        reasons["ok"] += 1
+    return reasons
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict:
+    return {name: family_folder(name, tmp_path_factory.mktemp(name.replace(".", "_"))) for name in FAMILY_NAMES}
+
+
+@pytest.mark.parametrize("file_name", sorted(ROWS))
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_real_template_matches_transformers(folders, llamafactory, family, file_name):
+    rows, convert = fixture_rows(llamafactory, file_name)
+    folder = folders[family]
+    reasons = check_rows(AutoTokenizer.from_file(folder), reference(folder), rows[: ROWS[file_name]], convert)
+    assert reasons["ok"] > 0, reasons
+
+
+def reasoning_rows() -> list[dict]:
+    """Multi-turn reasoning and tool conversations: what the official Qwen3 template rewrites."""
+
+    def t(kind, value):
+        return {"type": kind, "value": value}
+
+    call = json.dumps({"name": "get_weather", "arguments": {"city": "Paris"}})
+    tools = json.dumps([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])
+    return [
+        {"messages": [{"role": "user", "content": [t("text", "2+2?")]},
+                      {"role": "assistant", "content": [t("reasoning", "Two and two."), t("text", "4")]},
+                      {"role": "user", "content": [t("text", "and 3+3?")]},
+                      {"role": "assistant", "content": [t("reasoning", "Three and three."), t("text", "6")]}]},
+        {"tools": tools,
+         "messages": [{"role": "user", "content": [t("text", "Weather in Paris?")]},
+                      {"role": "assistant", "content": [t("reasoning", "Call the tool."), t("tool_call", call)]},
+                      {"role": "tool", "content": [t("text", '{"temp": 21}')]},
+                      {"role": "assistant", "content": [t("reasoning", "It said 21."), t("text", "21 degrees.")]}]},
+        {"messages": [{"role": "system", "content": [t("text", "Be brief.")]},
+                      {"role": "user", "content": [t("text", "hi")]},
+                      {"role": "assistant", "content": [t("text", "hello")]}]},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ["qwen3", "qwen2.5", "phi3.5", "llama3.1"])
+def test_multi_turn_reasoning_and_tools(folders, family):
+    from pipeline_core.converters import ConverterFactory
+
+    folder = folders[family]
+    reasons = check_rows(
+        AutoTokenizer.from_file(folder), reference(folder), reasoning_rows(), ConverterFactory.create("messages")
+    )
+    assert reasons["ok"] >= 2, reasons
+
+
+def test_qwen3_enable_thinking_is_passed_and_recorded(folders):
+    from pipeline_core.converters import ConverterFactory
+
+    folder = folders["qwen3"]
+    tok, kwargs = AutoTokenizer.from_file(folder), {"enable_thinking": False}
+    convert = ConverterFactory.create("messages")
+    # enable_thinking=False prompts with an empty <think></think>: the rows that reason have no exact
+    # answer (transformers' renders say so, check_rows verifies), the row without reasoning is exact
+    reasons = check_rows(tok, reference(folder), reasoning_rows(), convert, chat_template_kwargs=kwargs)
+    assert reasons == Counter({"ok": 1, "template_mask": 2}), reasons
+    assert check_rows(tok, reference(folder), reasoning_rows(), convert) == Counter({"ok": 3})
+    strategy = StrategyFactory.create("template", tok, chat_template_kwargs=kwargs)
+    assert strategy.format_strings()["chat_template_kwargs"] == '{"enable_thinking": false}'
+
+
+@pytest.mark.parametrize("layout", ["metaspace", "legacy_llama2"])
+def test_mistral_with_a_sentencepiece_style_tokenizer(tmp_path, llamafactory, layout):
+    base = metaspace_tokenizer() if layout == "metaspace" else legacy_llama2_tokenizer()
+    folder = family_folder("mistral", tmp_path / "mistral", base=base)
+    tok = AutoTokenizer.from_file(folder)
+    vocab = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    assert any(piece.startswith("▁") for piece in vocab)  # SentencePiece-style word starts
+    for file_name in ("alpaca_en_demo.json", "v1_sft_demo.jsonl"):
+        rows, convert = fixture_rows(llamafactory, file_name)
+        reasons = check_rows(tok, reference(folder), rows[:60], convert)
+        assert reasons == Counter({"ok": 60}), reasons
+
+
+def test_v1_row_with_tools_renders_the_tools_section(folders):
+    from pipeline_core.converters import ConverterFactory
+
+    folder = folders["qwen2.5"]
+    row = reasoning_rows()[1]
+    sample = ConverterFactory.create("messages")(row)
+    messages, tools, _ = reference_messages(sample["messages"])
+    assert tools and tools[0]["function"]["name"] == "get_weather"
+    tok = AutoTokenizer.from_file(folder)
+    strategy = StrategyFactory.create("template", tok)
+    out = ProcessorFactory.create_with_strategy("sft", tok, strategy).process(row)
+    text = tok.decode(out["sequence"].tolist())
+    assert "<tools>" in text and "get_weather" in text
+    assert check_rows(tok, reference(folder), [row], ConverterFactory.create("messages"))["ok"] == 1
+
+
+@pytest.mark.parametrize("family", ["qwen3", "phi3.5"])
+def test_per_turn_gives_one_sample_per_trained_turn(folders, family):
+    from pipeline_core.converters import ConverterFactory
+
+    folder = folders[family]
+    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
+    convert = ConverterFactory.create("messages")
+    rows = reasoning_rows()[:2]
+    strategy = StrategyFactory.create("template", tok, rewritten="per_turn")
+    batch = ProcessorFactory.create_with_strategy("sft", tok, strategy, converter=convert).process_batch(rows)
+    assert not batch.errors
+    expected = []
+    for i, row in enumerate(rows):
+        expect = Reference(ref, convert(row)["messages"])
+        for k, m in enumerate(expect.messages):
+            if m["role"] == "assistant" and expect.weights[expect.owners[k]] > 0:
+                turn = Reference(ref, convert(row)["messages"][: expect.owners[k] + 1])
+                expected.append((i, *turn.expected()[:2]))
+    # row 0: both answers; row 1: the tool-call turn is masked out by default, so only the last
+    assert batch.rows.tolist() == [i for i, _, _ in expected] == [0, 0, 1]
+    for j, (_, ids, mask) in enumerate(expected):
+        assert batch.samples["sequence"][j].tolist() == ids
+        assert batch.samples["loss_mask"][j].tolist() == mask.tolist()
+
+
+GENERATION_TEMPLATE = (
+    "{% for m in messages %}{% if m.role == 'assistant' %}{{ '<|im_start|>assistant\n' }}"
+    "{% generation %}{{ m.content }}{% for c in m.tool_calls or [] %}"
+    "{{ ('\n' if m.content or not loop.first else '') + '<tool_call>\n' + c.function | tojson + '\n</tool_call>' }}"
+    "{% endfor %}"
+    "{{ '<|im_end|>\n' }}{% endgeneration %}"
+    "{% else %}{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+@pytest.mark.parametrize("file_name", ["glaive_toolcall_en_demo.json", "v1_sft_demo.jsonl"])
+def test_generation_mask_equals_transformers_assistant_mask(tmp_path, llamafactory, file_name):
+    folder = family_folder("qwen2.5", tmp_path / "gen", template=GENERATION_TEMPLATE)
+    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
+    rows, convert = fixture_rows(llamafactory, file_name)
+    rows = rows[:80]
+    strategy = StrategyFactory.create("template", tok)
+    processor = ProcessorFactory.create_with_strategy("sft", tok, strategy, converter=convert, train_tool_calls=True)
+    batch = processor.process_batch(rows)
+    assert not batch.errors
+    compared = 0
+    for j, i in enumerate(batch.rows.tolist()):
+        messages, tools, _ = reference_messages(convert(rows[i])["messages"])
+        out = ref.apply_chat_template(
+            messages, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
+        assert batch.samples["sequence"][j].tolist() == list(out["input_ids"])
+        # train_tool_calls=True: every assistant turn trains, as every generation block is marked
+        if all(m["loss_weight"] > 0 for m in convert(rows[i])["messages"] if m["role"] == "assistant"):
+            assert batch.samples["loss_mask"][j].astype(int).tolist() == list(out["assistant_masks"])
+            compared += 1
+    assert compared == len(rows)
+
+
+@pytest.mark.parametrize("file_name", ["dpo_en_demo.json", "v1_dpo_demo.jsonl"])
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_real_template_dpo_pairs_match_transformers(folders, llamafactory, family, file_name):
+    rows, convert = fixture_rows(llamafactory, file_name)
+    rows = rows[:40]
+    folder = folders[family]
+    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
+    strategy = StrategyFactory.create("template", tok)
+    batch = ProcessorFactory.create_with_strategy("dpo", tok, strategy, converter=convert).process_batch(rows)
+    errors = dict(batch.errors)
+    kept = iter(range(batch.n_samples))
+    for i, row in enumerate(rows):
+        pair = convert(row)
+        sides = {side: Reference(ref, pair[f"{side}_messages"], train_on="last") for side in ("chosen", "rejected")}
+        if i in errors:
+            assert errors[i].reason == "template_error" and any(r.raises() for r in sides.values()), errors[i]
+            continue
+        j = next(kept)
+        for side, expect in sides.items():
+            ids, mask, straddles = expect.expected()
+            assert not straddles
+            assert batch.samples[side][j].tolist() == ids
+            assert batch.samples[f"{side}_mask"][j].tolist() == mask.tolist()
+    assert batch.n_samples > 0 or family == "gemma"  # every v1 dpo row has a system message

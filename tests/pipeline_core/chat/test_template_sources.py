@@ -1,0 +1,64 @@
+"""Which template renders a row, as transformers chooses it: chat_template.jinja, named templates."""
+
+import json
+
+import pytest
+
+from pipeline_core import AutoTokenizer, ConfigError, ProcessorFactory, StrategyFactory
+from tests.pipeline_core.chat.families import family_folder, reference, template_text
+
+DEFAULT = "{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{% endfor %}"
+DEFAULT += "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+TOOL_USE = "{{ '<|im_start|>system\nTOOLS ' + tools | tojson + '<|im_end|>\n' }}" + DEFAULT
+TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
+
+
+def row(with_tools: bool) -> dict:
+    messages = [
+        {"role": "user", "content": [{"type": "text", "value": "Weather?"}]},
+        {"role": "assistant", "content": [{"type": "text", "value": "Sunny."}]},
+    ]
+    return {"messages": messages, **({"tools": TOOLS} if with_tools else {})}
+
+
+def ids_of(tok, sample_row) -> list[int]:
+    strategy = StrategyFactory.create("template", tok)
+    return ProcessorFactory.create_with_strategy("sft", tok, strategy).process(sample_row)["sequence"].tolist()
+
+
+def reference_ids(folder, with_tools: bool) -> list[int]:
+    messages = [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": "Sunny."}]
+    out = reference(folder).apply_chat_template(messages, tools=TOOLS if with_tools else None, tokenize=True)
+    return list(out["input_ids"])
+
+
+def test_named_templates_tool_use_for_rows_with_tools(tmp_path):
+    folder = family_folder("qwen2.5", tmp_path / "named", template="")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = [{"name": "default", "template": DEFAULT}, {"name": "tool_use", "template": TOOL_USE}]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    tok = AutoTokenizer.from_file(folder)
+    assert set(tok.named_chat_templates) == {"default", "tool_use"}
+    for with_tools in (False, True):
+        assert ids_of(tok, row(with_tools)) == reference_ids(folder, with_tools)
+    assert "TOOLS" in tok.decode(ids_of(tok, row(True)))
+    described = StrategyFactory.create("template", tok).format_strings()
+    assert described["chat_template"] == DEFAULT and described["chat_template_tool_use"] == TOOL_USE
+    assert StrategyFactory.create("template", tok, template="tool_use").template == TOOL_USE
+
+
+def test_named_templates_without_default_is_a_config_error(tmp_path):
+    folder = family_folder("qwen2.5", tmp_path / "nodefault", template="")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = [{"name": "tool_use", "template": TOOL_USE}, {"name": "rag", "template": DEFAULT}]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="none is 'default'"):
+        StrategyFactory.create("template", AutoTokenizer.from_file(folder))
+
+
+def test_chat_template_jinja_beside_the_config_wins(tmp_path):
+    folder = family_folder("qwen2.5", tmp_path / "jinja", template=template_text("qwen2.5"))
+    (folder / "chat_template.jinja").write_text(DEFAULT, encoding="utf-8")
+    tok = AutoTokenizer.from_file(folder)
+    assert tok.chat_template == DEFAULT
+    assert ids_of(tok, row(False)) == reference_ids(folder, False)
