@@ -25,7 +25,7 @@ from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
 from pipeline_core.commit.quarantine import ErrorRateExceeded, error_rate_problem
 from pipeline_core.processors.build import build_processor, load_tokenizer
-from pipeline_core.stages.cache import CacheOptions, list_inputs, standing_output
+from pipeline_core.stages.cache import CacheOptions, check_unique_outputs, list_inputs, standing_output
 from pipeline_core.storage.redact import protect_secrets
 from tasks.cache import cache_chunk
 from tasks.hashing import hash_chunk
@@ -71,8 +71,11 @@ def check_error_rates(results, max_rate: float | None) -> None:
 
 
 def chunk_inputs(value: str | list[str], storage: dict) -> list[str]:
-    """The JSONL chunks to cache; quarantine files (``*.errors.jsonl``) are never inputs."""
-    return [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")]
+    """The JSONL chunks to cache; quarantine files (``*.errors.jsonl``) are never inputs, and no two
+    inputs may share an output name (refused here, before anything is written)."""
+    inputs = [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")]
+    check_unique_outputs(inputs)
+    return inputs
 
 
 def _run_todo(plan: Plan, task, job: CacheJob, inputs, committed, storage, progress, committer) -> ChunkOutcome:
@@ -152,6 +155,8 @@ def _cache_run(params: CacheParams) -> dict:
     save_run_record(
         params.output, "cache", redacted(params), summary, storage, tokenizer_fingerprint=job.tokenizer_fingerprint
     )
-    committer.commit(results)
+    removed = committer.commit(results)
+    if removed:
+        logger.info("removed %d output(s) whose input is gone: %s", len(removed), removed[:5])
     logger.info("cache done: %s", summary)
     return {"summary": summary, "chunks": [r.model_dump() for r in results], "cached": cached}

@@ -24,7 +24,7 @@ from flows.reporting import Progress, summary_markdown
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
-from pipeline_core.stages.export import chunk_count
+from pipeline_core.stages.export import chunk_count, remove_stale_chunks
 from pipeline_core.stages.process_func import load_process_func, source_hash
 from pipeline_core.storage.fs import url_to_fs
 from pipeline_core.storage.redact import protect_secrets
@@ -140,7 +140,9 @@ def _export_run(params: ExportParams) -> dict:
     save_run_record(
         params.output, "export", redacted(params), summary, storage, source_fingerprint=job.source_fingerprint
     )
-    committer.commit(results)
+    removed = committer.commit(results) + remove_stale_chunks(params.output, job.prefix, [r.output_url for r in results], storage)
+    if removed:
+        logger.info("removed %d file(s) of an earlier, larger export: %s", len(removed), removed[:5])
     logger.info("export done: %s", summary)
     return {
         "summary": summary,

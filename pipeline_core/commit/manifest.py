@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from pipeline_core.errors import ConfigError
-from pipeline_core.storage.fs import join_url, url_to_fs, write_bytes_atomic
+from pipeline_core.storage.fs import join_url, natural_key, url_to_fs, write_bytes_atomic
 from pipeline_core.storage.hashing import FileDigest, matches
 from pipeline_core.version import FORMAT_VERSION
 
@@ -42,12 +42,14 @@ class Manifest:
     config_hash: str
     format_version: str = FORMAT_VERSION
     entries: dict[str, ManifestEntry] = field(default_factory=dict)
+    complete: bool = True  # False while a run is writing the folder: its set of outputs is not final
 
     def to_json(self) -> bytes:
         body = {
             "stage": self.stage,
             "config_hash": self.config_hash,
             "format_version": self.format_version,
+            "complete": self.complete,
             "entries": {k: asdict(v) for k, v in sorted(self.entries.items())},
         }
         return json.dumps(body, indent=2, sort_keys=True).encode("utf-8")
@@ -56,7 +58,31 @@ class Manifest:
     def from_json(cls, data: bytes) -> Manifest:
         body = json.loads(data)
         entries = {k: ManifestEntry(**v) for k, v in body.get("entries", {}).items()}
-        return cls(body["stage"], body["config_hash"], body.get("format_version", ""), entries)
+        return cls(body["stage"], body["config_hash"], body.get("format_version", ""), entries, body.get("complete", True))
+
+    def outputs(self, suffix: str) -> list[str]:
+        """The committed outputs ending in ``suffix`` (never quarantine files), in natural order."""
+        names = [n for n in self.entries if n.endswith(suffix) and not n.endswith(".errors.jsonl")]
+        return sorted(names, key=natural_key)
+
+
+class IncompleteFolder(RuntimeError):
+    """A folder whose manifest says a run is still writing it (or was killed before committing)."""
+
+
+def committed_outputs(folder: str, suffix: str, storage_options: dict | None = None) -> list[str] | None:
+    """Names of the outputs ending in ``suffix`` that the folder's manifest commits; None without a
+    manifest. A folder whose last run has not committed (killed, or still running) is refused:
+    its set of outputs is not final, and reading part of it would be a silent difference."""
+    manifest = load_manifest(folder, storage_options)
+    if manifest is None:
+        return None
+    if not manifest.complete:
+        raise IncompleteFolder(
+            f"{folder}: the {manifest.stage} run writing this folder has not finished (it is running, or was "
+            f"interrupted); rerun the {manifest.stage} stage into it, then read it"
+        )
+    return manifest.outputs(suffix)
 
 
 def manifest_url(output_dir: str) -> str:

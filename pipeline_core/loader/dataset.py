@@ -12,6 +12,8 @@ instead reads everything once into shared memory that all workers read without c
 A remote folder (any fsspec URL) is downloaded once into ``cache_dir`` (default
 ``$H5PIPE_CACHE``, else ``$H5PIPE_CACHE_DIR`` or ``~/.cache/h5pipe``, see ``_cache_root``); a
 cached file is reused while its size matches.
+
+A folder with a manifest gives exactly the files it commits (see docs/commit-protocol.md).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from pipeline_core.commit.manifest import committed_outputs
 from pipeline_core.formats.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, refuse_links, require_complete
 from pipeline_core.storage import records
 from pipeline_core.storage.fs import fetch_files, is_local, url_to_fs
@@ -182,14 +185,27 @@ def local_files(url: str, cache_dir: str | None = None, storage_options: dict | 
     fs, path = url_to_fs(url, storage_options)
     if not fs.exists(path):
         raise FileNotFoundError(f"{url} does not exist")
-    urls = fetch_files(url, ".h5", storage_options) if fs.isdir(path) else [url]
-    urls = [u for u in urls if not u.rsplit("/", 1)[-1].startswith(".")]  # staging files of running writers
+    urls = _folder_files(url, storage_options) if fs.isdir(path) else [url]
     if not urls:
         raise FileNotFoundError(f"no .h5 files in {url}; point H5Dataset at the cache stage's output folder")
     if is_local(fs):
         return [url_to_fs(u)[1] for u in urls]
     folder = os.path.join(_cache_root(cache_dir), hashlib.sha256(url.encode()).hexdigest()[:16])
     return [_download(fs, url_to_fs(u, storage_options)[1], folder) for u in urls]
+
+
+def _folder_files(url: str, storage_options: dict | None) -> list[str]:
+    """The ``.h5`` files the folder's manifest commits (never a stray or stale file beside them);
+    without a manifest, every ``.h5`` but hidden names (staging files of running writers)."""
+    listed = fetch_files(url, ".h5", storage_options)
+    committed = committed_outputs(url, ".h5", storage_options)
+    if committed is None:
+        return [u for u in listed if not u.rsplit("/", 1)[-1].startswith(".")]
+    by_name = {u.rsplit("/", 1)[-1]: u for u in listed}
+    missing = [n for n in committed if n not in by_name]
+    if missing:
+        raise FileNotFoundError(f"{url}: its manifest commits {missing[:3]} but they are gone; rerun the cache stage")
+    return [by_name[n] for n in committed]
 
 
 def _cache_root(cache_dir: str | None) -> str:
