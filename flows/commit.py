@@ -38,6 +38,10 @@ class Committer:
         known = self.manifest.entries.get(name)
         if known and known.extra.get("result") == result.model_dump():
             return  # already committed (a cache hit or a resumed chunk): no rewrite
+        self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if v.extra.get("part_of") != name}
+        for part in result.parts:
+            part_name = part.url.rsplit("/", 1)[-1]
+            self.manifest.entries[part_name] = ManifestEntry(part_name, part.sha256, part.size, extra={"part_of": name})
         self.manifest.entries[name] = ManifestEntry(
             name=name,
             sha256=result.sha256,
@@ -55,7 +59,7 @@ class Committer:
         """The final write: exactly this run's outputs, after everything else. The files of the
         outputs it drops (their input is gone, or a smaller export replaced the set) are removed
         after the manifest no longer lists them; returns their URLs."""
-        names = {r.output_url.rsplit("/", 1)[-1] for r in results}
+        names = {f.url.rsplit("/", 1)[-1] for r in results for f in r.files()}
         dropped = [e for k, e in self.manifest.entries.items() if k not in names]
         self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if k in names}
         self.manifest.complete = True

@@ -140,7 +140,9 @@ def _export_run(params: ExportParams) -> dict:
     save_run_record(
         params.output, "export", redacted(params), summary, storage, source_fingerprint=job.source_fingerprint
     )
-    removed = committer.commit(results) + remove_stale_chunks(params.output, job.prefix, [r.output_url for r in results], storage)
+    removed = committer.commit(results) + remove_stale_chunks(
+        params.output, job.prefix, [r.output_url for r in results], storage
+    )
     if removed:
         logger.info("removed %d file(s) of an earlier, larger export: %s", len(removed), removed[:5])
     logger.info("export done: %s", summary)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from pipeline_core.commit.standing import Published
 from pipeline_core.formats.jsonl import BATCH_BYTES
 
 UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate")
@@ -72,7 +73,30 @@ class ChunkDigest(BaseModel):
     size: int
 
 
-class ChunkResult(BaseModel):
+class PartFile(BaseModel):
+    """A file a chunk published besides its output: its quarantine file, a Megatron .bin/.idx."""
+
+    url: str
+    sha256: str
+    size: int
+    stamp: str | None = None  # its stamp once its sha256 was recorded (flows/plan.py)
+
+
+class Publishes(BaseModel):
+    """A chunk's descriptor lists every file it published: the output and its ``parts``."""
+
+    parts: list[PartFile] = Field(default_factory=list)
+
+    def files(self) -> list[Published]:
+        """What ``still_stands`` (pipeline_core/commit/standing.py) checks for this chunk."""
+        own = Published(self.output_url, self.sha256, self.size, self.output_stamp)
+        parts = [Published(p.url, p.sha256, p.size, p.stamp) for p in self.parts]
+        if self.errors_url and self.errors_url not in {p.url for p in self.parts}:
+            parts.append(Published(self.errors_url, "", -1))  # recorded before parts were: never stands
+        return [own, *parts]
+
+
+class ChunkResult(Publishes):
     """Descriptor of one written HDF5 chunk (what a cache hit returns)."""
 
     input_url: str
@@ -125,7 +149,7 @@ class ExportJob(BaseModel):
         }
 
 
-class ExportChunkResult(BaseModel):
+class ExportChunkResult(Publishes):
     """Descriptor of one written JSONL chunk."""
 
     index: int

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 
 from pipeline_core.errors import ConfigError
 from pipeline_core.storage.fs import join_url, natural_key, url_to_fs, write_bytes_atomic
-from pipeline_core.storage.hashing import FileDigest, matches
 from pipeline_core.version import FORMAT_VERSION
 
 MANIFEST = "h5pipe-manifest.json"
@@ -58,7 +57,9 @@ class Manifest:
     def from_json(cls, data: bytes) -> Manifest:
         body = json.loads(data)
         entries = {k: ManifestEntry(**v) for k, v in body.get("entries", {}).items()}
-        return cls(body["stage"], body["config_hash"], body.get("format_version", ""), entries, body.get("complete", True))
+        return cls(
+            body["stage"], body["config_hash"], body.get("format_version", ""), entries, body.get("complete", True)
+        )
 
     def outputs(self, suffix: str) -> list[str]:
         """The committed outputs ending in ``suffix`` (never quarantine files), in natural order."""
@@ -117,9 +118,3 @@ def open_for_run(
             "or pass overwrite=True (CLI: --overwrite) to replace them"
         )
     return existing
-
-
-def entry_is_valid(
-    output_dir: str, entry: ManifestEntry, storage_options: dict | None = None, how: str = "sha256"
-) -> bool:
-    return matches(join_url(output_dir, entry.name), FileDigest(entry.sha256, entry.size), storage_options, how)

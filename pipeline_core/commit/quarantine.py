@@ -13,31 +13,11 @@ from collections import Counter
 import orjson
 
 from pipeline_core.errors import BadRowError, ConfigError, RowError, RowLocation
-from pipeline_core.storage.fs import local_staging, remove_quietly, url_to_fs
-from pipeline_core.storage.hashing import FileDigest, matches
+from pipeline_core.storage.fs import local_staging, remove_quietly
 
 
 class ErrorRateExceeded(ValueError):
     """A chunk quarantined more rows than ``max_error_rate`` allows (not transient: never retried)."""
-
-
-def chunk_intact(
-    output_url: str,
-    expected: FileDigest,
-    errors_url: str | None,
-    storage_options: dict | None = None,
-    how: str = "sha256",
-) -> bool:
-    """A finished chunk still stands: its output ``matches`` (hashing.py, ``how``) and, when it
-    skipped rows, its quarantine file is there (checked first: it is the cheap part)."""
-    return _quarantine_kept(errors_url, storage_options) and matches(output_url, expected, storage_options, how)
-
-
-def _quarantine_kept(errors_url: str | None, storage_options: dict | None) -> bool:
-    if not errors_url:
-        return True
-    fs, path = url_to_fs(errors_url, storage_options)
-    return fs.exists(path)
 
 
 def check_max_error_rate(value: float | None) -> None:

@@ -76,7 +76,9 @@ def stale_chunks(output_dir: str, prefix: str, kept: list[str], storage_options:
     return [u for u in listed if pattern.fullmatch(u.rsplit("/", 1)[-1]) and u.rsplit("/", 1)[-1] not in kept_names]
 
 
-def remove_stale_chunks(output_dir: str, prefix: str, kept: list[str], storage_options: dict | None = None) -> list[str]:
+def remove_stale_chunks(
+    output_dir: str, prefix: str, kept: list[str], storage_options: dict | None = None
+) -> list[str]:
     """Remove ``stale_chunks``; call it after the manifest committed ``kept`` (readers follow it)."""
     stale = stale_chunks(output_dir, prefix, kept, storage_options)
     for url in stale:

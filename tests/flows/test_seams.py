@@ -17,7 +17,9 @@ from tests.flows.test_cache_flow import params, write_chunks
 
 
 def export(source, out, chunk_size=100):
-    return export_flow(ExportParams(source=str(source), output=str(out), chunk_size=chunk_size, run={"retry_delay": 0.05}))
+    return export_flow(
+        ExportParams(source=str(source), output=str(out), chunk_size=chunk_size, run={"retry_delay": 0.05})
+    )
 
 
 def manifest_names(folder):
@@ -72,7 +74,10 @@ def test_a_smaller_reexport_replaces_the_set_and_the_cache_follows(gpt2_path, ll
     assert (out / "train_chunk_2.h5").exists()
     shutil.copy(small, big)  # the same source path, now 150 rows: 2 chunks
     export(big, exported)
-    assert sorted(p.name for p in exported.glob("train_chunk_*.jsonl")) == ["train_chunk_0.jsonl", "train_chunk_1.jsonl"]
+    assert sorted(p.name for p in exported.glob("train_chunk_*.jsonl")) == [
+        "train_chunk_0.jsonl",
+        "train_chunk_1.jsonl",
+    ]
     result = cache_flow(params(gpt2_path, exported, out))
     assert result["summary"]["samples_written"] == 150
     assert not (out / "train_chunk_2.h5").exists()
