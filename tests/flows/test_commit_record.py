@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
@@ -65,3 +67,19 @@ def test_quarantine_files_are_committed_and_a_forged_line_is_caught(gpt2_path, d
     assert not report.ok and "train_chunk_0.errors.jsonl" in report.problems
     cache_flow(p)
     assert errors.read_bytes() == original and verify_output(str(out)).ok
+
+
+def test_a_byte_change_with_the_mtime_set_back_is_reported_and_rebuilt(gpt2_path, dirty_chunks, tmp_path):
+    out = tmp_path / "out"
+    p = params(gpt2_path, dirty_chunks, out)
+    cache_flow(p)
+    h5 = out / "train_chunk_1.h5"
+    original, st = h5.read_bytes(), h5.stat()
+    time.sleep(0.05)
+    with open(h5, "r+b") as f:  # in place: same inode and size
+        f.seek(len(original) - 20)
+        f.write(bytes([original[-20] ^ 0xFF]))
+    os.utime(h5, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert not verify_output(str(out)).ok
+    cache_flow(p)
+    assert h5.read_bytes() == original and verify_output(str(out)).ok
