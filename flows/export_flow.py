@@ -44,8 +44,9 @@ def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, obj
         streaming=params.streaming,
         seed=params.seed,
         process_func=params.process_func,
+        process_func_version=params.process_func_version,
         on_error=params.on_error,
-        process_func_hash=source_hash(load_process_func(params.process_func)),
+        process_func_hash=source_hash(load_process_func(params.process_func), params.process_func_version),
     )
     from pipeline_core.sources import open_source
 

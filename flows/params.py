@@ -95,6 +95,9 @@ class ExportParams(BaseModel):
     streaming: bool = False
     seed: int = 0
     process_func: str | None = Field(None, description="'module:function' applied to each row")
+    process_func_version: str = Field(
+        "", description="bump when code the process_func imports changes (its own module file is hashed)"
+    )
     on_error: Literal["skip", "raise"] = "skip"
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)

@@ -130,6 +130,7 @@ class ExportJob(BaseModel):
     streaming: bool = False
     seed: int = 0
     process_func: str | None = None
+    process_func_version: str = ""  # the user's version of code the process_func imports
     on_error: str = "skip"
     source_fingerprint: str = ""
     process_func_hash: str = ""
@@ -146,6 +147,8 @@ class ExportJob(BaseModel):
             "seed": self.seed,
             "process_func": self.process_func_hash,
             "on_error": self.on_error,
+            # only when given, so folders exported before it existed keep their config hash
+            **({"process_func_version": self.process_func_version} if self.process_func_version else {}),
         }
 
 
