@@ -70,6 +70,27 @@ def check_error_rates(results, max_rate: float | None) -> None:
         raise ErrorRateExceeded("\n".join(problems))
 
 
+class TooFewSamples(RuntimeError):
+    """A run wrote fewer samples than ``min_samples`` (by default: none at all)."""
+
+
+def check_min_samples(results, min_samples: int) -> None:
+    """A run that writes nothing is almost always a wrong field, encoding or processor: it fails
+    (before the commit) naming why rows were skipped, unless ``min_samples`` allows it."""
+    written = sum(r.samples_written for r in results)
+    if written >= min_samples:
+        return
+    reasons: dict[str, int] = {}
+    for r in results:
+        for reason, n in r.skipped.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    raise TooFewSamples(
+        f"the run wrote {written} samples from {sum(r.rows_read for r in results)} rows, fewer than "
+        f"min_samples={min_samples}; rows skipped by reason {dict(sorted(reasons.items()))} (see the "
+        "*.errors.jsonl files). Fix the input or the processor settings, or pass min_samples=0"
+    )
+
+
 def chunk_inputs(value: str | list[str], storage: dict) -> list[str]:
     """The JSONL chunks to cache; quarantine files (``*.errors.jsonl``) are never inputs, and no two
     inputs may share an output name (refused here, before anything is written)."""
@@ -92,13 +113,13 @@ def _run_todo(plan: Plan, task, job: CacheJob, inputs, committed, storage, progr
     return run_chunks(futures, urls, progress, committer, stamp)
 
 
-@flow(name="h5pipe-cache", validate_parameters=True, task_runner=default_task_runner())
+@flow(name="h5pipe-cache", validate_parameters=True, result_serializer="json", task_runner=default_task_runner())
 def cache_flow(params: CacheParams) -> dict:
     """Runs here with the default thread pool, or as a subflow on the runner ``params.run`` asks for."""
     return run_here_or_on_runner(params, cache_flow_on_runner, _cache_run)
 
 
-@flow(name="h5pipe-cache-on-runner", validate_parameters=True)
+@flow(name="h5pipe-cache-on-runner", validate_parameters=True, result_serializer="json")
 def cache_flow_on_runner(params: CacheParams) -> dict:
     return _cache_run(params)
 
@@ -151,6 +172,7 @@ def _cache_run(params: CacheParams) -> dict:
     results, cached = in_order(outcome, len(inputs))
     stamp_outputs(results, committer, storage, listed=plan.reused_output_infos())
     check_error_rates(results, params.max_error_rate)
+    check_min_samples(results, params.min_samples)
     summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started)
     save_run_record(
         params.output, "cache", redacted(params), summary, storage, tokenizer_fingerprint=job.tokenizer_fingerprint

@@ -34,8 +34,9 @@ from tasks.models import ExportChunkResult, ExportJob
 from tasks.retry import backoff_delays
 
 
-def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, object]:
-    job = ExportJob(
+def export_job(params: ExportParams) -> ExportJob:
+    """The run's settings (the process_func imported and hashed), without opening the source."""
+    return ExportJob(
         source=params.source,
         output_dir=params.output,
         prefix=params.prefix,
@@ -48,6 +49,10 @@ def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, obj
         on_error=params.on_error,
         process_func_hash=source_hash(load_process_func(params.process_func), params.process_func_version),
     )
+
+
+def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, object]:
+    job = export_job(params)
     from pipeline_core.sources import open_source
 
     # a copy: datasets.load_dataset adds keys to the storage_options it is given
@@ -91,13 +96,13 @@ def _dataset_counts(counts, rows_read: dict[str, int], results: list[ExportChunk
     return d
 
 
-@flow(name="h5pipe-export", validate_parameters=True, task_runner=default_task_runner())
+@flow(name="h5pipe-export", validate_parameters=True, result_serializer="json", task_runner=default_task_runner())
 def export_flow(params: ExportParams) -> dict:
     """Runs here with the default thread pool, or as a subflow on the runner ``params.run`` asks for."""
     return run_here_or_on_runner(params, export_flow_on_runner, _export_run)
 
 
-@flow(name="h5pipe-export-on-runner", validate_parameters=True)
+@flow(name="h5pipe-export-on-runner", validate_parameters=True, result_serializer="json")
 def export_flow_on_runner(params: ExportParams) -> dict:
     return _export_run(params)
 

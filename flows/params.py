@@ -132,6 +132,7 @@ class CacheParams(BaseModel):
         None, ge=0, le=1, description="fail a chunk quarantining more rows than this share"
     )
     max_row_bytes: int | None = Field(32 << 20, gt=0, description="longer lines are quarantined unparsed")
+    min_samples: int = Field(1, ge=0, description="fail a run writing fewer samples (0: an empty run succeeds)")
     batch_size: int = Field(1024, gt=0, description="a batch ends after this many rows")
     batch_bytes: int | None = Field(
         BATCH_BYTES, gt=0, description="... or before this many bytes of JSON: the stage's memory follows it"

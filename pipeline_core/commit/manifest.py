@@ -67,6 +67,10 @@ class Manifest:
         return sorted(names, key=natural_key)
 
 
+class ManifestError(RuntimeError):
+    """A manifest that cannot be read (torn, edited by hand): the message names the file."""
+
+
 class IncompleteFolder(RuntimeError):
     """A folder whose manifest says a run is still writing it (or was killed before committing)."""
 
@@ -96,7 +100,14 @@ def load_manifest(output_dir: str, storage_options: dict | None = None) -> Manif
     if not fs.exists(path):
         return None
     with fs.open(path, "rb") as f:
-        return Manifest.from_json(f.read())
+        data = f.read()
+    try:
+        return Manifest.from_json(data)
+    except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+        raise ManifestError(
+            f"{manifest_url(output_dir)} is damaged ({type(e).__name__}: {e}); it is the folder's commit record: "
+            "remove it and rerun the stage into the folder (every output is then checked again)"
+        ) from e
 
 
 def save_manifest(output_dir: str, data: bytes, storage_options: dict | None = None) -> None:

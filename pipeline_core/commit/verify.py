@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline_core.commit.manifest import MANIFEST, load_manifest
+from pipeline_core.commit.manifest import MANIFEST, ManifestError, load_manifest
 from pipeline_core.commit.standing import Published, still_stands
 from pipeline_core.commit.sweep import is_temp_name, stale_temps
 from pipeline_core.formats.h5 import COMPLETE_ATTR, OFFSETS_SUFFIX, decode_attr, open_h5
@@ -118,7 +118,11 @@ def _offsets_check(f, key: str) -> tuple[int, list[str]]:
 
 def verify_output(folder: str, storage_options: dict | None = None, how: str = "sha256") -> VerifyReport:
     report = VerifyReport(folder)
-    manifest = load_manifest(folder, storage_options)
+    try:
+        manifest = load_manifest(folder, storage_options)
+    except ManifestError as e:
+        report.add(MANIFEST, str(e))
+        return report
     names = [u.rsplit("/", 1)[-1] for u in fetch_files(folder, None, storage_options)]
     outputs = [n for n in names if n.endswith(OUTPUT_SUFFIXES) and not is_temp_name(n)]
     if manifest is None:

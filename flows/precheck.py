@@ -1,0 +1,53 @@
+"""What the config alone decides, checked before Prefect starts.
+
+The CLI calls ``check_before_run`` before it starts a flow: an unknown strategy, a processor and
+packing that cannot go together, packing without a pad value, a missing tokenizer, a bad
+``process_func`` or dataset_info entry, and the refusal of other settings into a written folder
+all fail here, in seconds, as one message (exit 2), instead of inside a task after Prefect
+started. The flows check the same things again (a deployment run does not come through here).
+
+Raises ``ConfigError`` (or ``FileNotFoundError`` for a missing tokenizer or source file).
+"""
+
+from __future__ import annotations
+
+from flows.params import CacheParams, ExportParams, PipelineParams
+
+
+def check_before_run(flow_name: str, params) -> None:
+    if isinstance(params, PipelineParams):
+        check_export(params.export)
+        check_cache(params.cache)
+    elif isinstance(params, ExportParams):
+        check_export(params)
+    elif isinstance(params, CacheParams):
+        check_cache(params)
+
+
+def check_cache(params: CacheParams) -> None:
+    """Tokenizer, processor, options, the packer they make, and the settings refusal."""
+    from flows.cache_flow import make_job
+    from pipeline_core.commit.manifest import open_for_run
+    from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
+    from pipeline_core.stages.cache import CacheOptions, make_packer
+    from tasks.keys import digest
+
+    job = make_job(params)
+    processor = build_processor(ProcessorSpec(**job.processor), load_tokenizer(TokenizerSpec(**job.tokenizer)))
+    make_packer(processor, CacheOptions(**job.cache_options()))
+    open_for_run(params.output, "cache", digest(job.settings()), params.overwrite, params.run.storage.to_fsspec())
+
+
+def check_export(params: ExportParams) -> None:
+    """The process_func imports, a dataset_info source parses, and the settings refusal."""
+    from flows.export_flow import export_job
+    from pipeline_core.commit.manifest import open_for_run
+    from tasks.keys import digest
+
+    storage = params.run.storage.to_fsspec()
+    job = export_job(params)
+    if params.source.endswith((".yaml", ".yml")):
+        from pipeline_core.sources.dataset_info import read_dataset_info
+
+        read_dataset_info(params.source, storage or None)
+    open_for_run(params.output, "export", digest(job.settings()), params.overwrite, storage)
