@@ -23,6 +23,7 @@ from flows.reporting import Progress, publish_cache_report
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
+from pipeline_core.commit.lock import FolderLock
 from pipeline_core.commit.quarantine import ErrorRateExceeded, error_rate_problem
 from pipeline_core.processors.build import build_processor, load_tokenizer
 from pipeline_core.stages.cache import CacheOptions, check_unique_outputs, list_inputs, standing_output
@@ -125,6 +126,13 @@ def cache_flow_on_runner(params: CacheParams) -> dict:
 
 
 def _cache_run(params: CacheParams) -> dict:
+    """One run at a time per output folder: the lock is held from before the settings check to
+    after the final commit (pipeline_core/commit/lock.py)."""
+    with FolderLock(params.output, params.run.storage.to_fsspec(), params.run.lock_timeout):
+        return _cache_run_locked(params)
+
+
+def _cache_run_locked(params: CacheParams) -> dict:
     started = time.perf_counter()
     logger = get_run_logger()
     storage = params.run.storage.to_fsspec()

@@ -24,6 +24,7 @@ from flows.reporting import Progress, summary_markdown
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
+from pipeline_core.commit.lock import FolderLock
 from pipeline_core.stages.export import chunk_count, remove_stale_chunks
 from pipeline_core.stages.process_func import load_process_func, source_hash
 from pipeline_core.storage.fs import url_to_fs
@@ -108,6 +109,12 @@ def export_flow_on_runner(params: ExportParams) -> dict:
 
 
 def _export_run(params: ExportParams) -> dict:
+    """One run at a time per output folder (see cache_flow._cache_run)."""
+    with FolderLock(params.output, params.run.storage.to_fsspec(), params.run.lock_timeout):
+        return _export_run_locked(params)
+
+
+def _export_run_locked(params: ExportParams) -> dict:
     started = time.perf_counter()
     logger = get_run_logger()
     storage = params.run.storage.to_fsspec()

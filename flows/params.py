@@ -81,6 +81,9 @@ class RunOptions(BaseModel):
         True, description="reuse a chunk whose input's size and ETag/mtime match the manifest without rehashing it"
     )
     result_storage: str | None = Field(None, description="where task results live; default: beside the outputs")
+    lock_timeout: float = Field(
+        0, ge=0, description="seconds to wait for another run's lock on the output folder (0: fail at once)"
+    )
     storage: StorageOptions = Field(default_factory=StorageOptions)
 
 
