@@ -221,6 +221,8 @@ def cache_file(
         except BaseException:
             chunk.discard()
             raise
+        finally:
+            log.close()
     stats.seconds = time.perf_counter() - started
     return stats
 
@@ -237,9 +239,9 @@ def _cache_batches(
 
 def _cache_batch(lines: LineBatch, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats) -> None:
     stats.rows_read += len(lines)
-    log.add_all(lines.errors)
     batch = chunk.fit(processor.process_batch(lines.rows))
-    log.add_all([(lines.lines[i], e) for i, e in batch.errors])
+    # one call per batch, so the quarantine file streams out in line order
+    log.add_all([*lines.errors, *((lines.lines[i], e) for i, e in batch.errors)])
     chunk.write(batch)
 
 
