@@ -46,7 +46,9 @@ def check_export(params: ExportParams) -> None:
 
     storage = params.run.storage.to_fsspec()
     job = export_job(params)
-    if params.source.endswith((".yaml", ".yml")):
+    from pipeline_core.sources.detect import is_dataset_info
+
+    if is_dataset_info(params.source):
         from pipeline_core.sources.dataset_info import read_dataset_info
 
         read_dataset_info(params.source, storage or None)

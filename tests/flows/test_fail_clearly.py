@@ -182,6 +182,17 @@ def test_export_config_errors_exit_2_before_prefect(tmp_path, llamafactory, no_p
     assert result.exit_code == 2 and "no_such_module" in result.output, result.output
 
 
+def test_a_dataset_info_entry_with_kto_tag_exits_2_before_prefect(tmp_path, llamafactory, no_prefect):
+    info = tmp_path / "data.yaml"
+    entry = {
+        "file_name": str(llamafactory / "alpaca_en_demo.json"),
+        "columns": {"prompt": "instruction", "kto_tag": "tag"},
+    }
+    info.write_text(json.dumps({"kto": entry}))  # JSON is YAML
+    result = runner.invoke(app, ["export", "--source", str(info), "--output", str(tmp_path / "e")])
+    assert result.exit_code == 2 and "kto_tag" in result.output, result.output
+
+
 def test_export_still_runs(tmp_path, llamafactory):
     out = export_flow(ExportParams(source=str(llamafactory / "c4_demo.jsonl"), output=str(tmp_path / "e")))
     assert out["summary"]["rows_out"] == 300
