@@ -50,7 +50,9 @@ def peak_rss_mb(input_path: Path, out: Path) -> float:
         check=True,
     )
     rows, samples, skipped, rss_kb = map(int, done.stdout.split())
-    print(f"  {input_path.name}: {rows} rows, {samples} samples, {skipped} quarantined, peak RSS {rss_kb / 1024:.0f} MB")
+    print(
+        f"  {input_path.name}: {rows} rows, {samples} samples, {skipped} quarantined, peak RSS {rss_kb / 1024:.0f} MB"
+    )
     return rss_kb / 1024
 
 
