@@ -1,14 +1,16 @@
 """The manifest: one ``h5pipe-manifest.json`` per output folder, the commit record of a run.
 
-An output counts as done only when the manifest lists it with its size and sha256 and the file
-still matches. The manifest is rewritten atomically after every finished chunk, so a crash
-loses at most the chunks in flight, and a rerun redoes exactly the chunks without a verified
-entry. ``config_hash`` pins the settings the folder was written with: a rerun with other settings
-into the same folder is refused unless the caller asks to overwrite.
+It lists every file a stage published (outputs, quarantine files, Megatron ``.bin``/``.idx``)
+with its size and sha256; whether an output may be reused is decided from it by one rule,
+``standing.still_stands``. The manifest is rewritten atomically after every finished chunk, so a
+crash loses at most the chunks in flight, and a rerun redoes exactly the chunks without a
+verified entry. ``complete`` is False from a run's first write until its final commit: readers
+(the cache stage, ``H5Dataset``) refuse a folder whose set of outputs is not final.
+``config_hash`` pins the settings the folder was written with: a rerun with other settings into
+the same folder is refused unless the caller asks to overwrite.
 
-Two runs writing the same folder at once may each rewrite the manifest; an entry lost that way
-only makes a later run redo (and verify) that chunk, because outputs are published atomically
-and are deterministic for a given input and config.
+One run writes a folder at a time: it holds the folder's lock (``lock.py``) from before it reads
+the manifest until after its final commit. See docs/commit-protocol.md.
 """
 
 from __future__ import annotations
