@@ -14,16 +14,16 @@ _H5_FILE = re.compile(r"filename = '([^']+)'")
 
 def check_config(flow_name: str, params, fail: Callable[[str, int], None]) -> None:
     """Everything the config decides (flows/precheck.py): ``fail(message, 2)`` on a config error,
-    ``fail(message, 1)`` on a damaged manifest in the output folder."""
+    ``fail(message, 1)`` on a damaged manifest or an input folder whose export has not finished."""
     from flows.precheck import check_before_run
-    from pipeline_core.commit.manifest import ManifestError
+    from pipeline_core.commit.manifest import IncompleteFolder, ManifestError
     from pipeline_core.errors import ConfigError
 
     try:
         check_before_run(flow_name, params)
     except (ConfigError, FileNotFoundError) as e:
         fail(f"invalid config for h5pipe {flow_name}: {e}", 2)
-    except ManifestError as e:
+    except (ManifestError, IncompleteFolder) as e:
         fail(f"h5pipe {flow_name} cannot start: {e}", 1)
 
 

@@ -17,16 +17,17 @@ from flows.params import CacheParams, ExportParams, PipelineParams
 def check_before_run(flow_name: str, params) -> None:
     if isinstance(params, PipelineParams):
         check_export(params.export)
-        check_cache(params.cache)
+        check_cache(params.cache, inputs=False)  # its input is what the export will write
     elif isinstance(params, ExportParams):
         check_export(params)
     elif isinstance(params, CacheParams):
         check_cache(params)
 
 
-def check_cache(params: CacheParams) -> None:
-    """Tokenizer, processor, options, the packer they make, and the settings refusal."""
-    from flows.cache_flow import make_job
+def check_cache(params: CacheParams, inputs: bool = True) -> None:
+    """Tokenizer, processor, options, the packer they make, the settings refusal, and (``inputs``)
+    that the inputs exist and have distinct output names."""
+    from flows.cache_flow import chunk_inputs, make_job
     from pipeline_core.commit.manifest import open_for_run
     from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
     from pipeline_core.stages.cache import CacheOptions, make_packer
@@ -35,7 +36,10 @@ def check_cache(params: CacheParams) -> None:
     job = make_job(params)
     processor = build_processor(ProcessorSpec(**job.processor), load_tokenizer(TokenizerSpec(**job.tokenizer)))
     make_packer(processor, CacheOptions(**job.cache_options()))
-    open_for_run(params.output, "cache", digest(job.settings()), params.overwrite, params.run.storage.to_fsspec())
+    storage = params.run.storage.to_fsspec()
+    if inputs and params.input is not None:
+        chunk_inputs(params.input, storage)
+    open_for_run(params.output, "cache", digest(job.settings()), params.overwrite, storage)
 
 
 def check_export(params: ExportParams) -> None:

@@ -176,6 +176,24 @@ def test_the_settings_refusal_exits_2_before_prefect(tmp_path, llamafactory, gpt
     assert result.exit_code == 2 and "--overwrite" in result.output, result.output
 
 
+def test_colliding_inputs_exit_2_before_prefect(tmp_path, gpt2_path, no_prefect):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        write(tmp_path / folder / "train_chunk_0.jsonl", [{"text": "x"}])
+    config = {
+        "flow": "cache",
+        "cache": {
+            "input": [str(tmp_path / "a" / "train_chunk_0.jsonl"), str(tmp_path / "b" / "train_chunk_0.jsonl")],
+            "output": str(tmp_path / "o"),
+            "tokenizer": {"path": str(gpt2_path), "eos_token": EOS},
+        },
+    }
+    (tmp_path / "c.yaml").write_text(json.dumps(config))
+    result = runner.invoke(app, ["run", str(tmp_path / "c.yaml")])
+    assert result.exit_code == 2 and "train_chunk_0.h5" in result.output, result.output
+    assert not (tmp_path / "o").exists()
+
+
 def test_export_config_errors_exit_2_before_prefect(tmp_path, llamafactory, no_prefect):
     args = ["export", "--source", str(llamafactory / "c4_demo.jsonl"), "--output", str(tmp_path / "e")]
     result = runner.invoke(app, [*args, "--process-func", "no_such_module:f"])
