@@ -23,9 +23,10 @@ from flows.reporting import Progress, publish_cache_report
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
+from pipeline_core.commit.lock import FolderLock
 from pipeline_core.commit.quarantine import ErrorRateExceeded, error_rate_problem
 from pipeline_core.processors.build import build_processor, load_tokenizer
-from pipeline_core.stages.cache import CacheOptions, list_inputs, standing_output
+from pipeline_core.stages.cache import CacheOptions, check_unique_outputs, list_inputs, standing_output
 from pipeline_core.storage.redact import protect_secrets
 from tasks.cache import cache_chunk
 from tasks.hashing import hash_chunk
@@ -71,9 +72,33 @@ def check_error_rates(results, max_rate: float | None) -> None:
         raise ErrorRateExceeded("\n".join(problems))
 
 
+class TooFewSamples(RuntimeError):
+    """A run wrote fewer samples than ``min_samples`` (by default: none at all)."""
+
+
+def check_min_samples(results, min_samples: int) -> None:
+    """A run that writes nothing is almost always a wrong field, encoding or processor: it fails
+    (before the commit) naming why rows were skipped, unless ``min_samples`` allows it."""
+    written = sum(r.samples_written for r in results)
+    if written >= min_samples:
+        return
+    reasons: dict[str, int] = {}
+    for r in results:
+        for reason, n in r.skipped.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    raise TooFewSamples(
+        f"the run wrote {written} samples from {sum(r.rows_read for r in results)} rows, fewer than "
+        f"min_samples={min_samples}; rows skipped by reason {dict(sorted(reasons.items()))} (see the "
+        "*.errors.jsonl files). Fix the input or the processor settings, or pass min_samples=0"
+    )
+
+
 def chunk_inputs(value: str | list[str], storage: dict, limit: int | None = None) -> list[str]:
-    """The JSONL chunks to cache (the first ``limit``); quarantine files (``*.errors.jsonl``) are never inputs."""
-    return [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")][:limit]
+    """The JSONL chunks to cache (the first ``limit``); quarantine files (``*.errors.jsonl``) are never inputs, and no two
+    inputs may share an output name (refused here, before anything is written)."""
+    inputs = [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")][:limit]
+    check_unique_outputs(inputs)
+    return inputs
 
 
 def _run_todo(plan: Plan, task, job: CacheJob, inputs, committed, storage, progress, committer) -> ChunkOutcome:
@@ -90,18 +115,25 @@ def _run_todo(plan: Plan, task, job: CacheJob, inputs, committed, storage, progr
     return run_chunks(futures, urls, progress, committer, stamp)
 
 
-@flow(name="h5pipe-cache", validate_parameters=True, task_runner=default_task_runner())
+@flow(name="h5pipe-cache", validate_parameters=True, result_serializer="json", task_runner=default_task_runner())
 def cache_flow(params: CacheParams) -> dict:
     """Runs here with the default thread pool, or as a subflow on the runner ``params.run`` asks for."""
     return run_here_or_on_runner(params, cache_flow_on_runner, _cache_run)
 
 
-@flow(name="h5pipe-cache-on-runner", validate_parameters=True)
+@flow(name="h5pipe-cache-on-runner", validate_parameters=True, result_serializer="json")
 def cache_flow_on_runner(params: CacheParams) -> dict:
     return _cache_run(params)
 
 
 def _cache_run(params: CacheParams) -> dict:
+    """One run at a time per output folder: the lock is held from before the settings check to
+    after the final commit (pipeline_core/commit/lock.py)."""
+    with FolderLock(params.output, params.run.storage.to_fsspec(), params.run.lock_timeout):
+        return _cache_run_locked(params)
+
+
+def _cache_run_locked(params: CacheParams) -> dict:
     started = time.perf_counter()
     logger = get_run_logger()
     storage = params.run.storage.to_fsspec()
@@ -153,10 +185,13 @@ def _cache_run(params: CacheParams) -> dict:
     results, cached = in_order(outcome, len(inputs))
     stamp_outputs(results, committer, storage, listed=plan.reused_output_infos())
     check_error_rates(results, params.max_error_rate)
+    check_min_samples(results, params.min_samples)
     summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started)
     save_run_record(
         params.output, "cache", redacted(params), summary, storage, tokenizer_fingerprint=job.tokenizer_fingerprint
     )
-    committer.commit(results)
+    removed = committer.commit(results)
+    if removed:
+        logger.info("removed %d output(s) whose input is gone: %s", len(removed), removed[:5])
     logger.info("cache done: %s", summary)
     return {"summary": summary, "chunks": [r.model_dump() for r in results], "cached": cached}

@@ -55,14 +55,11 @@ def raise_failures(outcome: ChunkOutcome, names: list[str]) -> None:
 
 
 def output_matches(result, how: str, storage_options: dict) -> bool:
-    """Does the file a result describes still exist with its recorded size (and sha256), and its
-    quarantine file too when it has one?"""
-    from pipeline_core.commit.quarantine import chunk_intact
-    from pipeline_core.storage.hashing import FileDigest
+    """Do the files a result describes (output and parts) still stand? The one reuse rule,
+    pipeline_core/commit/standing.py, applied to a Prefect cache hit."""
+    from pipeline_core.commit.standing import still_stands
 
-    return chunk_intact(
-        result.output_url, FileDigest(result.sha256, result.size), result.errors_url, storage_options, how
-    )
+    return still_stands(result.files(), how, storage_options)
 
 
 def run_chunks(

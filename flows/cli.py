@@ -72,30 +72,22 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
-def _check_processor(params) -> None:
-    """A config the processor refuses (ConfigError) exits 2 before Prefect starts."""
-    from pipeline_core.errors import ConfigError
-
-    cache = getattr(params, "cache", params)
-    if hasattr(cache, "build_processor"):
-        try:
-            cache.build_processor()
-        except ConfigError as e:
-            _fail(f"invalid cache config: {e}", 2)
-        except Exception:  # noqa: BLE001 - e.g. a remote tokenizer: the flow loads it and reports
-            pass
-
-
 def _run_flow(flow_name: str, params) -> dict:
+    from flows.failures import check_config, disk_full
     from flows.progress import terminal_progress
     from flows.runs import run_flow
 
-    _check_processor(params)
+    check_config(flow_name, params, _fail)  # exit 2 before Prefect starts
     with terminal_progress():
         try:
             return run_flow(flow_name, params)
         except Exception as e:  # noqa: BLE001 - reported as a failed run
-            _fail(f"h5pipe {flow_name} failed: {type(e).__name__}: {e}", 1)
+            full = disk_full(e)
+            typer.secho(full or f"h5pipe {flow_name} failed: {type(e).__name__}: {e}", err=True, fg=typer.colors.RED)
+            if full:  # HDF5 crashes at exit after a failed write: leave before it can
+                sys.stderr.flush()
+                os._exit(1)
+            raise typer.Exit(1) from None
 
 
 def _validated(model, data: dict):

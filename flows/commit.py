@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline_core.commit.manifest import Manifest, ManifestEntry, open_for_run, save_manifest
+from pipeline_core.storage.fs import join_url, remove_quietly
 
 
 @dataclass
@@ -17,7 +18,9 @@ class Committer:
     @classmethod
     def open(cls, output_dir: str, stage: str, config_hash: str, overwrite: bool, storage_options: dict) -> Committer:
         manifest = open_for_run(output_dir, stage, config_hash, overwrite, storage_options)
-        return cls(output_dir, manifest, storage_options, manifest.to_json() if manifest.entries else b"")
+        committer = cls(output_dir, manifest, storage_options, manifest.to_json() if manifest.entries else b"")
+        manifest.complete = False  # every save before the final commit says so (readers refuse it)
+        return committer
 
     def previous(self) -> dict[str, dict]:
         """The descriptors earlier runs committed, by output file name (the plans and the tasks
@@ -35,6 +38,10 @@ class Committer:
         known = self.manifest.entries.get(name)
         if known and known.extra.get("result") == result.model_dump():
             return  # already committed (a cache hit or a resumed chunk): no rewrite
+        self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if v.extra.get("part_of") != name}
+        for part in result.parts:
+            part_name = part.url.rsplit("/", 1)[-1]
+            self.manifest.entries[part_name] = ManifestEntry(part_name, part.sha256, part.size, extra={"part_of": name})
         self.manifest.entries[name] = ManifestEntry(
             name=name,
             sha256=result.sha256,
@@ -48,11 +55,23 @@ class Committer:
         if save:
             self._save()
 
-    def commit(self, results: list) -> None:
-        """The final write: exactly this run's outputs, after everything else."""
-        names = {r.output_url.rsplit("/", 1)[-1] for r in results}
+    def commit(self, results: list) -> list[str]:
+        """The final write: exactly this run's outputs, after everything else. The files of the
+        outputs it drops (their input is gone, or a smaller export replaced the set) are removed
+        after the manifest no longer lists them; returns their URLs."""
+        names = {f.url.rsplit("/", 1)[-1] for r in results for f in r.files()}
+        dropped = [e for k, e in self.manifest.entries.items() if k not in names]
         self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if k in names}
+        self.manifest.complete = True
         self._save()
+        return [url for entry in dropped for url in self._remove_files(entry)]
+
+    def _remove_files(self, entry: ManifestEntry) -> list[str]:
+        result = entry.extra.get("result") or {}
+        urls = [join_url(self.output_dir, entry.name)] + [result["errors_url"]] * bool(result.get("errors_url"))
+        for url in urls:
+            remove_quietly(url, self.storage_options)
+        return urls
 
     def _save(self) -> None:
         """Atomically, and not at all when nothing changed: a no-op rerun leaves the folder as it was."""

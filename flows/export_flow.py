@@ -24,7 +24,8 @@ from flows.reporting import Progress, summary_markdown
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
-from pipeline_core.stages.export import chunk_count
+from pipeline_core.commit.lock import FolderLock
+from pipeline_core.stages.export import chunk_count, remove_stale_chunks
 from pipeline_core.stages.process_func import load_process_func, source_hash
 from pipeline_core.storage.fs import url_to_fs
 from pipeline_core.storage.redact import protect_secrets
@@ -34,8 +35,9 @@ from tasks.models import ExportChunkResult, ExportJob
 from tasks.retry import backoff_delays
 
 
-def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, object]:
-    job = ExportJob(
+def export_job(params: ExportParams) -> ExportJob:
+    """The run's settings (the process_func imported and hashed), without opening the source."""
+    return ExportJob(
         source=params.source,
         output_dir=params.output,
         prefix=params.prefix,
@@ -44,10 +46,15 @@ def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, obj
         streaming=params.streaming,
         seed=params.seed,
         process_func=params.process_func,
+        process_func_version=params.process_func_version,
         on_error=params.on_error,
-        process_func_hash=source_hash(load_process_func(params.process_func)),
+        process_func_hash=source_hash(load_process_func(params.process_func), params.process_func_version),
         source_kwargs=params.source_options(),
     )
+
+
+def make_export_job(params: ExportParams, storage: dict) -> tuple[ExportJob, object]:
+    job = export_job(params)
     from pipeline_core.sources import open_source
 
     # a copy: datasets.load_dataset adds keys to the storage_options it is given
@@ -99,18 +106,24 @@ def _dataset_counts(counts, rows_read: dict[str, int], results: list[ExportChunk
     return d
 
 
-@flow(name="h5pipe-export", validate_parameters=True, task_runner=default_task_runner())
+@flow(name="h5pipe-export", validate_parameters=True, result_serializer="json", task_runner=default_task_runner())
 def export_flow(params: ExportParams) -> dict:
     """Runs here with the default thread pool, or as a subflow on the runner ``params.run`` asks for."""
     return run_here_or_on_runner(params, export_flow_on_runner, _export_run)
 
 
-@flow(name="h5pipe-export-on-runner", validate_parameters=True)
+@flow(name="h5pipe-export-on-runner", validate_parameters=True, result_serializer="json")
 def export_flow_on_runner(params: ExportParams) -> dict:
     return _export_run(params)
 
 
 def _export_run(params: ExportParams) -> dict:
+    """One run at a time per output folder (see cache_flow._cache_run)."""
+    with FolderLock(params.output, params.run.storage.to_fsspec(), params.run.lock_timeout):
+        return _export_run_locked(params)
+
+
+def _export_run_locked(params: ExportParams) -> dict:
     started = time.perf_counter()
     logger = get_run_logger()
     storage = params.run.storage.to_fsspec()
@@ -149,7 +162,11 @@ def _export_run(params: ExportParams) -> dict:
     save_run_record(
         params.output, "export", redacted(params), summary, storage, source_fingerprint=job.source_fingerprint
     )
-    committer.commit(results)
+    removed = committer.commit(results) + remove_stale_chunks(
+        params.output, job.prefix, [r.output_url for r in results], storage
+    )
+    if removed:
+        logger.info("removed %d file(s) of an earlier, larger export: %s", len(removed), removed[:5])
     logger.info("export done: %s", summary)
     return {
         "summary": summary,

@@ -27,6 +27,12 @@ def sample_of(handle, key: str, index: int):
     return handle[key][index]
 
 
+def _count(handle, key: str) -> int:
+    if key + OFFSETS_SUFFIX in handle:
+        return len(handle[key + OFFSETS_SUFFIX]) - 1
+    return handle[key].shape[0]
+
+
 def describe_file(url: str, tokenizer_path: str | None = None, index: int = 0) -> str:
     lines = [f"file: {url}"]
     with open_h5(url) as f:
@@ -34,11 +40,13 @@ def describe_file(url: str, tokenizer_path: str | None = None, index: int = 0) -
         lines += [f"  {k}: {v}" for k, v in attrs.items()]
         lines.append("datasets:")
         for key in data_keys(f):
-            n = len(f[key + OFFSETS_SUFFIX]) - 1 if key + OFFSETS_SUFFIX in f else f[key].shape[0]
-            lines.append(f"  {key}: {n} samples, shape {f[key].shape}, dtype {f[key].dtype}")
+            lines.append(f"  {key}: {_count(f, key)} samples, shape {f[key].shape}, dtype {f[key].dtype}")
         main = next((k for k in ("sequence", "chosen") if k in f), None)
         path = tokenizer_path or tokenizer_path_from_run_record(url)
-        if main and path:
+        count = _count(f, main) if main else 0
+        if not main and attrs.get("samples_written") == 0 or main and not 0 <= index < count:
+            lines.append(f"(no sample {index}: the file holds {count})" if count else "(no samples: nothing to decode)")
+        elif main and path:
             from pipeline_core.tokenizer.auto import AutoTokenizer
 
             ids = sample_of(f, main, index)

@@ -81,6 +81,9 @@ class RunOptions(BaseModel):
         True, description="reuse a chunk whose input's size and ETag/mtime match the manifest without rehashing it"
     )
     result_storage: str | None = Field(None, description="where task results live; default: beside the outputs")
+    lock_timeout: float = Field(
+        0, ge=0, description="seconds to wait for another run's lock on the output folder (0: fail at once)"
+    )
     storage: StorageOptions = Field(default_factory=StorageOptions)
 
 
@@ -102,6 +105,9 @@ class ExportParams(BaseModel):
     streaming: bool = False
     seed: int = Field(0, ge=0)
     process_func: str | None = Field(None, description="'module:function' applied to each row")
+    process_func_version: str = Field(
+        "", description="bump when code the process_func imports changes (its own module file is hashed)"
+    )
     on_error: Literal["skip", "raise"] = "skip"
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
@@ -169,6 +175,7 @@ class CacheParams(BaseModel):
         None, ge=0, le=1, description="fail a chunk quarantining more rows than this share"
     )
     max_row_bytes: int | None = Field(32 << 20, gt=0, description="longer lines are quarantined unparsed")
+    min_samples: int = Field(1, ge=0, description="fail a run writing fewer samples (0: an empty run succeeds)")
     batch_size: int = Field(1024, gt=0, description="a batch ends after this many rows")
     batch_bytes: int | None = Field(
         BATCH_BYTES, gt=0, description="... or before this many bytes of JSON: the stage's memory follows it"

@@ -9,7 +9,7 @@ from flows.export_flow import export_flow
 from flows.params import PipelineParams
 
 
-@flow(name="h5pipe-pipeline", validate_parameters=True)
+@flow(name="h5pipe-pipeline", validate_parameters=True, result_serializer="json")
 def pipeline_flow(params: PipelineParams) -> dict:
     exported = export_flow(params.export)
     cache_params = params.cache.model_copy(update={"input": exported["urls"]})

@@ -5,10 +5,11 @@ from __future__ import annotations
 from prefect import task
 from prefect.logging import get_run_logger
 
-from pipeline_core.commit.quarantine import chunk_intact
+from pipeline_core.commit.standing import still_stands
 from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
 from pipeline_core.stages.cache import CacheOptions, cache_file, standing_output
-from pipeline_core.storage.hashing import FileDigest, file_digest
+from pipeline_core.storage.hashing import file_digest
+from tasks.hashing import part_files
 from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
 from tasks.retry import retry_on_transient
@@ -42,15 +43,21 @@ def cache_chunk(
     get_run_logger().info(
         "%s: %d samples, %d skipped, %.1fs", stats.output_url, stats.samples_written, stats.rows_skipped, stats.seconds
     )
-    return ChunkResult(sha256=written.sha256, size=written.size, **_counts(stats))
+    parts = part_files(_part_urls(stats), storage_options)
+    return ChunkResult(sha256=written.sha256, size=written.size, parts=parts, **_counts(stats))
+
+
+def _part_urls(stats) -> list[str]:
+    """The quarantine file and every Megatron .bin/.idx but the output itself."""
+    megatron = [stats.megatron_prefixes[k] + ext for k in sorted(stats.megatron_prefixes) for ext in (".bin", ".idx")]
+    return [u for u in [stats.errors_url, *megatron] if u and u != stats.output_url]
 
 
 def _still_valid(committed: dict, job: CacheJob, chunk: ChunkDigest, storage_options: dict | None) -> bool:
     expected_url = standing_output(chunk.url, job.output_dir, job.output_format, committed.get("output_url"))
     if committed.get("source_sha256") != chunk.sha256 or committed.get("output_url") != expected_url:
         return False
-    expected = FileDigest(committed["sha256"], committed["size"])
-    return chunk_intact(expected_url, expected, committed.get("errors_url"), storage_options)
+    return still_stands(ChunkResult.model_validate(committed).files(), "sha256", storage_options)
 
 
 def _megatron_index(stats) -> str:

@@ -12,6 +12,7 @@ from prefect.logging import get_run_logger
 from pipeline_core.sources import open_source
 from pipeline_core.stages.export import export_chunk, export_source
 from pipeline_core.stages.process_func import load_process_func
+from tasks.hashing import part_files
 from tasks.keys import export_chunk_key, export_stream_key
 from tasks.models import ExportChunkResult, ExportJob
 from tasks.retry import retry_on_transient
@@ -29,9 +30,11 @@ def open_job_source(job: ExportJob, storage_options: dict | None):
     return _source(job.source, json.dumps(job.source_options(), sort_keys=True), job.source_fingerprint, storage)
 
 
-def _result(stats, seconds: float) -> ExportChunkResult:
+def _result(stats, seconds: float, storage_options: dict | None = None) -> ExportChunkResult:
     d = stats.to_dict()
-    return ExportChunkResult(seconds=seconds, **{k: v for k, v in d.items() if k in ExportChunkResult.model_fields})
+    parts = part_files([stats.errors_url] if stats.errors_url else [], storage_options)
+    fields = {k: v for k, v in d.items() if k in ExportChunkResult.model_fields}
+    return ExportChunkResult(seconds=seconds, parts=parts, **fields)
 
 
 @task(name="export-chunk", cache_key_fn=export_chunk_key, persist_result=True, result_serializer="json", **RETRY)
@@ -43,7 +46,7 @@ def export_chunk_task(job: ExportJob, index: int, storage_options: dict | None =
         source, index, job.output_dir, job.prefix, job.chunk_size, func, storage_options, on_error=job.on_error
     )
     get_run_logger().info("%s: %d rows in, %d out", stats.output_url, stats.rows_in, stats.rows_out)
-    return _result(stats, time.perf_counter() - started)
+    return _result(stats, time.perf_counter() - started, storage_options)
 
 
 @task(name="export-stream", cache_key_fn=export_stream_key, persist_result=True, result_serializer="json", **RETRY)
@@ -55,4 +58,4 @@ def export_stream_task(job: ExportJob, storage_options: dict | None = None) -> l
     result = export_source(
         source, job.output_dir, job.prefix, job.chunk_size, func, storage_options, on_error=job.on_error
     )
-    return [_result(stats, time.perf_counter() - started) for stats in result.chunks]
+    return [_result(stats, time.perf_counter() - started, storage_options) for stats in result.chunks]

@@ -6,7 +6,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from pipeline_core.storage.hashing import file_digest
-from tasks.models import ChunkDigest
+from tasks.models import ChunkDigest, PartFile
 from tasks.retry import retry_on_transient
 
 
@@ -22,3 +22,8 @@ from tasks.retry import retry_on_transient
 def hash_chunk(url: str, storage_options: dict | None = None) -> ChunkDigest:
     found = file_digest(url, storage_options)
     return ChunkDigest(url=url, sha256=found.sha256, size=found.size)
+
+
+def part_files(urls: list[str], storage_options: dict | None = None) -> list[PartFile]:
+    """Size and sha256 of the files a chunk published besides its output, for the commit record."""
+    return [PartFile(url=u, sha256=d.sha256, size=d.size) for u in urls for d in [file_digest(u, storage_options)]]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from pipeline_core.commit.standing import Published
 from pipeline_core.formats.jsonl import BATCH_BYTES
 
 UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate")
@@ -76,7 +77,30 @@ class ChunkDigest(BaseModel):
     size: int
 
 
-class ChunkResult(BaseModel):
+class PartFile(BaseModel):
+    """A file a chunk published besides its output: its quarantine file, a Megatron .bin/.idx."""
+
+    url: str
+    sha256: str
+    size: int
+    stamp: str | None = None  # its stamp once its sha256 was recorded (flows/plan.py)
+
+
+class Publishes(BaseModel):
+    """A chunk's descriptor lists every file it published: the output and its ``parts``."""
+
+    parts: list[PartFile] = Field(default_factory=list)
+
+    def files(self) -> list[Published]:
+        """What ``still_stands`` (pipeline_core/commit/standing.py) checks for this chunk."""
+        own = Published(self.output_url, self.sha256, self.size, self.output_stamp)
+        parts = [Published(p.url, p.sha256, p.size, p.stamp) for p in self.parts]
+        if self.errors_url and self.errors_url not in {p.url for p in self.parts}:
+            parts.append(Published(self.errors_url, "", -1))  # recorded before parts were: never stands
+        return [own, *parts]
+
+
+class ChunkResult(Publishes):
     """Descriptor of one written HDF5 chunk (what a cache hit returns)."""
 
     input_url: str
@@ -110,6 +134,7 @@ class ExportJob(BaseModel):
     streaming: bool = False
     seed: int = 0
     process_func: str | None = None
+    process_func_version: str = ""  # the user's version of code the process_func imports
     on_error: str = "skip"
     source_fingerprint: str = ""
     process_func_hash: str = ""
@@ -128,10 +153,12 @@ class ExportJob(BaseModel):
             "process_func": self.process_func_hash,
             "on_error": self.on_error,
             **({"source_options": self.source_kwargs} if self.source_kwargs else {}),
+            # only when given, so folders exported before it existed keep their config hash
+            **({"process_func_version": self.process_func_version} if self.process_func_version else {}),
         }
 
 
-class ExportChunkResult(BaseModel):
+class ExportChunkResult(Publishes):
     """Descriptor of one written JSONL chunk."""
 
     index: int

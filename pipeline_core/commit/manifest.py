@@ -1,14 +1,16 @@
 """The manifest: one ``h5pipe-manifest.json`` per output folder, the commit record of a run.
 
-An output counts as done only when the manifest lists it with its size and sha256 and the file
-still matches. The manifest is rewritten atomically after every finished chunk, so a crash
-loses at most the chunks in flight, and a rerun redoes exactly the chunks without a verified
-entry. ``config_hash`` pins the settings the folder was written with: a rerun with other settings
-into the same folder is refused unless the caller asks to overwrite.
+It lists every file a stage published (outputs, quarantine files, Megatron ``.bin``/``.idx``)
+with its size and sha256; whether an output may be reused is decided from it by one rule,
+``standing.still_stands``. The manifest is rewritten atomically after every finished chunk, so a
+crash loses at most the chunks in flight, and a rerun redoes exactly the chunks without a
+verified entry. ``complete`` is False from a run's first write until its final commit: readers
+(the cache stage, ``H5Dataset``) refuse a folder whose set of outputs is not final.
+``config_hash`` pins the settings the folder was written with: a rerun with other settings into
+the same folder is refused unless the caller asks to overwrite.
 
-Two runs writing the same folder at once may each rewrite the manifest; an entry lost that way
-only makes a later run redo (and verify) that chunk, because outputs are published atomically
-and are deterministic for a given input and config.
+One run writes a folder at a time: it holds the folder's lock (``lock.py``) from before it reads
+the manifest until after its final commit. See docs/commit-protocol.md.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from pipeline_core.errors import ConfigError
-from pipeline_core.storage.fs import join_url, url_to_fs, write_bytes_atomic
-from pipeline_core.storage.hashing import FileDigest, matches
+from pipeline_core.storage.fs import join_url, natural_key, url_to_fs, write_bytes_atomic
 from pipeline_core.version import FORMAT_VERSION
 
 MANIFEST = "h5pipe-manifest.json"
@@ -42,12 +43,14 @@ class Manifest:
     config_hash: str
     format_version: str = FORMAT_VERSION
     entries: dict[str, ManifestEntry] = field(default_factory=dict)
+    complete: bool = True  # False while a run is writing the folder: its set of outputs is not final
 
     def to_json(self) -> bytes:
         body = {
             "stage": self.stage,
             "config_hash": self.config_hash,
             "format_version": self.format_version,
+            "complete": self.complete,
             "entries": {k: asdict(v) for k, v in sorted(self.entries.items())},
         }
         return json.dumps(body, indent=2, sort_keys=True).encode("utf-8")
@@ -56,7 +59,37 @@ class Manifest:
     def from_json(cls, data: bytes) -> Manifest:
         body = json.loads(data)
         entries = {k: ManifestEntry(**v) for k, v in body.get("entries", {}).items()}
-        return cls(body["stage"], body["config_hash"], body.get("format_version", ""), entries)
+        return cls(
+            body["stage"], body["config_hash"], body.get("format_version", ""), entries, body.get("complete", True)
+        )
+
+    def outputs(self, suffix: str) -> list[str]:
+        """The committed outputs ending in ``suffix`` (never quarantine files), in natural order."""
+        names = [n for n in self.entries if n.endswith(suffix) and not n.endswith(".errors.jsonl")]
+        return sorted(names, key=natural_key)
+
+
+class ManifestError(RuntimeError):
+    """A manifest that cannot be read (torn, edited by hand): the message names the file."""
+
+
+class IncompleteFolder(RuntimeError):
+    """A folder whose manifest says a run is still writing it (or was killed before committing)."""
+
+
+def committed_outputs(folder: str, suffix: str, storage_options: dict | None = None) -> list[str] | None:
+    """Names of the outputs ending in ``suffix`` that the folder's manifest commits; None without a
+    manifest. A folder whose last run has not committed (killed, or still running) is refused:
+    its set of outputs is not final, and reading part of it would be a silent difference."""
+    manifest = load_manifest(folder, storage_options)
+    if manifest is None:
+        return None
+    if not manifest.complete:
+        raise IncompleteFolder(
+            f"{folder}: the {manifest.stage} run writing this folder has not finished (it is running, or was "
+            f"interrupted); rerun the {manifest.stage} stage into it, then read it"
+        )
+    return manifest.outputs(suffix)
 
 
 def manifest_url(output_dir: str) -> str:
@@ -69,7 +102,14 @@ def load_manifest(output_dir: str, storage_options: dict | None = None) -> Manif
     if not fs.exists(path):
         return None
     with fs.open(path, "rb") as f:
-        return Manifest.from_json(f.read())
+        data = f.read()
+    try:
+        return Manifest.from_json(data)
+    except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+        raise ManifestError(
+            f"{manifest_url(output_dir)} is damaged ({type(e).__name__}: {e}); it is the folder's commit record: "
+            "remove it and rerun the stage into the folder (every output is then checked again)"
+        ) from e
 
 
 def save_manifest(output_dir: str, data: bytes, storage_options: dict | None = None) -> None:
@@ -91,9 +131,3 @@ def open_for_run(
             "or pass overwrite=True (CLI: --overwrite) to replace them"
         )
     return existing
-
-
-def entry_is_valid(
-    output_dir: str, entry: ManifestEntry, storage_options: dict | None = None, how: str = "sha256"
-) -> bool:
-    return matches(join_url(output_dir, entry.name), FileDigest(entry.sha256, entry.size), storage_options, how)

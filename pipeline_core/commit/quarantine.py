@@ -8,36 +8,18 @@ on where in the file the bad rows sit.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections import Counter
 
 import orjson
 
 from pipeline_core.errors import BadRowError, ConfigError, RowError, RowLocation
-from pipeline_core.storage.fs import local_staging, remove_quietly, url_to_fs
-from pipeline_core.storage.hashing import FileDigest, matches
+from pipeline_core.storage.fs import local_staging, remove_quietly
 
 
 class ErrorRateExceeded(ValueError):
     """A chunk quarantined more rows than ``max_error_rate`` allows (not transient: never retried)."""
-
-
-def chunk_intact(
-    output_url: str,
-    expected: FileDigest,
-    errors_url: str | None,
-    storage_options: dict | None = None,
-    how: str = "sha256",
-) -> bool:
-    """A finished chunk still stands: its output ``matches`` (hashing.py, ``how``) and, when it
-    skipped rows, its quarantine file is there (checked first: it is the cheap part)."""
-    return _quarantine_kept(errors_url, storage_options) and matches(output_url, expected, storage_options, how)
-
-
-def _quarantine_kept(errors_url: str | None, storage_options: dict | None) -> bool:
-    if not errors_url:
-        return True
-    fs, path = url_to_fs(errors_url, storage_options)
-    return fs.exists(path)
 
 
 def check_max_error_rate(value: float | None) -> None:
@@ -63,18 +45,31 @@ class ErrorLog:
             raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
         self.source = source
         self.on_error = on_error
-        self.entries: list[dict] = []
         self.counts: Counter = Counter()
+        self._spool = None  # a local temporary file, one JSON line per skipped row, in line order
+        self._last_line = -1
+        self._in_order = True
 
     def add(self, line: int, error: RowError) -> None:
         if self.on_error == "raise":
             raise BadRowError(RowLocation(self.source, line), error)
         self.counts[error.reason] += 1
-        self.entries.append({"line": line, "reason": error.reason, "field": error.field, "message": error.message})
+        entry = {"source": self.source, "line": line, "reason": error.reason, "field": error.field}
+        entry["message"] = error.message
+        self._write(line, orjson.dumps(entry) + b"\n")
 
     def add_all(self, errors: list[tuple[int, RowError]]) -> None:
+        """Add a batch's errors (sorted here; batches come in line order, so the file is too)."""
         for line, error in sorted(errors, key=lambda e: e[0]):
             self.add(line, error)
+
+    def _write(self, line: int, data: bytes) -> None:
+        """Streamed to disk: memory stays bounded however many rows are rejected."""
+        if self._spool is None:
+            self._spool = tempfile.TemporaryFile(prefix="h5pipe-quarantine-")  # noqa: SIM115 - closed by close()
+        self._in_order = self._in_order and line >= self._last_line
+        self._last_line = max(self._last_line, line)
+        self._spool.write(data)
 
     def enforce_rate(self, rows: int, max_rate: float | None, url: str, storage_options: dict | None = None) -> None:
         """Raise ErrorRateExceeded when over ``max_rate``, after publishing the quarantine file at ``url``."""
@@ -86,11 +81,20 @@ class ErrorLog:
 
     def publish(self, url: str, storage_options: dict | None = None) -> str | None:
         """Write the errors file (atomically) or remove a stale one; the URL written, if any."""
-        if not self.entries:
+        if self._spool is None:
             remove_quietly(url, storage_options)
             return None
-        self.entries.sort(key=lambda e: e["line"])
+        self._spool.flush()
+        self._spool.seek(0)
         with local_staging(url, storage_options) as tmp, open(tmp, "wb") as f:
-            for entry in self.entries:
-                f.write(orjson.dumps({"source": self.source, **entry}) + b"\n")
+            if self._in_order:
+                shutil.copyfileobj(self._spool, f, 1 << 20)
+            else:  # rows added out of line order (not the cache stage's way): sorted in memory
+                f.writelines(sorted(self._spool, key=lambda raw: orjson.loads(raw)["line"]))
+        self._spool.seek(0, 2)
         return url
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None

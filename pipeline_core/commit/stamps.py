@@ -1,7 +1,8 @@
 """File stamps: a cheap sign that a file has not changed since it was last hashed.
 
 A stamp is the file's size plus what its store changes on every write: the ETag on S3 (derived
-from the content), the modification time and inode on a local disk. Equal stamps mean the file
+from the content), the modification time, inode and ``st_ctime_ns`` on a local disk (the change time,
+which no user can set back, catches an edit whose mtime was restored). Equal stamps mean the file
 was not rewritten, so a rerun may trust the sha256 it recorded with the stamp instead of
 reading the bytes again (as make, rsync and git's index do). A store that reports neither gives
 no stamp (None), and such files are always hashed.
@@ -12,9 +13,10 @@ LIST calls, not a thousand HEADs.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
-from pipeline_core.storage.fs import url_to_fs
+from pipeline_core.storage.fs import is_local, url_to_fs
 
 # Keys fsspec stores use for "this changes when the file is rewritten", in order of preference.
 _CHANGE_KEYS = ("ETag", "etag", "md5Hash", "generation", "mtime", "LastModified", "last_modified", "updated")
@@ -28,7 +30,8 @@ def stamp_of(info: dict) -> str | None:
     if not changes:
         return None
     inode = f":ino={info['ino']}" if info.get("ino") is not None else ""
-    return f"size={info['size']}:{changes[0]}{inode}"
+    ctime = f":ctime={info['ctime_ns']}" if info.get("ctime_ns") is not None else ""
+    return f"size={info['size']}:{changes[0]}{inode}{ctime}"
 
 
 def stamps(urls: list[str], storage_options: dict | None = None) -> dict[str, str | None]:
@@ -56,5 +59,16 @@ def _listing(folder: str, storage_options: dict | None) -> dict[str, dict]:
         entries = fs.ls(root, detail=True)
     except FileNotFoundError:
         return {}
+    if is_local(fs):
+        entries = [_with_ctime(e) for e in entries]
     # ls names are store paths ("bucket/key", "/abs/path"): the form url_to_fs gives for a URL
     return {e["name"]: e for e in entries}
+
+
+def _with_ctime(info: dict) -> dict:
+    """A local entry plus ``st_ctime_ns``: every write or ``utime`` moves it, and no user can set it
+    back, so a byte change with a restored mtime still changes the stamp."""
+    try:
+        return {**info, "ctime_ns": os.stat(info["name"]).st_ctime_ns}
+    except FileNotFoundError:
+        return info

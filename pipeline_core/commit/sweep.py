@@ -7,7 +7,8 @@ Outputs are staged beside their final name as ``.{name}.tmp-{host}-{pid}-{random
 - it names this host and its pid is not running, is a zombie, or runs a process started after the
   temp was last written (the pid was reused), or
 - its writer cannot be checked (another host, or a name without host and pid, like the Megatron
-  staging folder ``.{stem}.megatron-tmp-{random}``) and nothing in it changed for ``max_age`` seconds.
+  staging folders of older versions, ``.{stem}.megatron-tmp-{random}``; today's carry the tag:
+  ``.{stem}.megatron-tmp-{host}-{pid}-{random}``) and nothing in it changed for ``max_age`` seconds.
 
 A live writer's temp is never removed: its pid runs a process that started before the temp's last
 write. (One blind spot: two containers with the same host name and separate pid namespaces sharing

@@ -1,6 +1,7 @@
 """``verify``: check an output folder against its manifest and every HDF5 file against its invariants.
 
-A file is good only when it is listed in the manifest with the size and sha256 it has now, and
+A file is good only when it is listed in the manifest with the size and sha256 it has now (the
+one reuse rule, ``standing.still_stands``, by sha256: what verify reports bad a rerun rebuilds), and
 (for HDF5) it is complete and self-consistent: every key the attributes name is present, offsets
 start at 0, never decrease and end at the data length, counts equal the attributes, and
 ``rows_read = samples_written + rows_skipped``, with exactly ``rows_skipped`` lines in its
@@ -17,12 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline_core.commit.manifest import MANIFEST, entry_is_valid, load_manifest
+from pipeline_core.commit.manifest import MANIFEST, ManifestError, load_manifest
+from pipeline_core.commit.standing import Published, still_stands
 from pipeline_core.commit.sweep import is_temp_name, stale_temps
 from pipeline_core.formats.h5 import COMPLETE_ATTR, OFFSETS_SUFFIX, decode_attr, open_h5
 from pipeline_core.storage.fs import fetch_files, join_url, url_to_fs
 
-OUTPUT_SUFFIXES = (".h5", ".jsonl")
+OUTPUT_SUFFIXES = (".h5", ".jsonl", ".bin", ".idx")  # outputs and parts (quarantine files, Megatron pairs)
 
 
 @dataclass
@@ -116,10 +118,13 @@ def _offsets_check(f, key: str) -> tuple[int, list[str]]:
 
 def verify_output(folder: str, storage_options: dict | None = None, how: str = "sha256") -> VerifyReport:
     report = VerifyReport(folder)
-    manifest = load_manifest(folder, storage_options)
+    try:
+        manifest = load_manifest(folder, storage_options)
+    except ManifestError as e:
+        report.add(MANIFEST, str(e))
+        return report
     names = [u.rsplit("/", 1)[-1] for u in fetch_files(folder, None, storage_options)]
-    outputs = [n for n in names if n.endswith(OUTPUT_SUFFIXES) and not n.endswith(".errors.jsonl")]
-    outputs = [n for n in outputs if not is_temp_name(n)]
+    outputs = [n for n in names if n.endswith(OUTPUT_SUFFIXES) and not is_temp_name(n)]
     if manifest is None:
         report.add(MANIFEST, "missing: the run never committed this folder")
     for temp in stale_temps(folder, storage_options):
@@ -134,6 +139,6 @@ def verify_output(folder: str, storage_options: dict | None = None, how: str = "
     for name, entry in (manifest.entries if manifest else {}).items():
         if name not in names:
             report.add(name, "listed in the manifest but missing")
-        elif not entry_is_valid(folder, entry, storage_options, how):
+        elif not still_stands([Published(join_url(folder, name), entry.sha256, entry.size)], how, storage_options):
             report.add(name, "size or sha256 differs from the manifest")
     return report

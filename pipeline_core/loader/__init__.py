@@ -3,7 +3,7 @@
 Owns ``H5Dataset`` (``dataset``) and ``h5_collate`` (``collate``: batches for a ``DataLoader``). Importing this package imports torch; the core's root package
 loads it only when ``H5Dataset`` is first asked for.
 
-May import: ``errors``, ``storage``, ``formats``.
+May import: ``errors``, ``storage``, ``formats``, ``commit`` (a folder's manifest says which files it holds).
 """
 
 from pipeline_core.loader.collate import IGNORE_INDEX, H5Collate, h5_collate

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, get_args
 
+from pipeline_core.commit.manifest import committed_outputs
 from pipeline_core.commit.quarantine import ErrorLog, check_max_error_rate
 from pipeline_core.errors import ConfigError
 from pipeline_core.formats.h5 import H5Writer
@@ -115,6 +116,21 @@ def _choice(name: str, value, choices: tuple) -> None:
 def output_stem(input_url: str) -> str:
     name = str(input_url).rstrip("/").rsplit("/", 1)[-1]
     return name[: -len(".jsonl")] if name.endswith(".jsonl") else name.rsplit(".", 1)[0]
+
+
+def check_unique_outputs(inputs: list[str]) -> None:
+    """Refuse inputs whose outputs would share a name (``a/x.jsonl`` and ``b/x.jsonl`` both make
+    ``x.h5``): one would silently overwrite the other. Checked before anything is written, so every
+    accepted set of inputs has one output name per input."""
+    seen: dict[str, str] = {}
+    for url in inputs:
+        stem = output_stem(url)
+        if stem in seen:
+            raise ConfigError(
+                f"inputs {seen[stem]} and {url} would both be written as {stem}.h5 in the output folder; "
+                "rename one of them, or cache them into separate output folders"
+            )
+        seen[stem] = url
 
 
 def output_names(input_url: str, output_dir: str) -> tuple[str, str]:
@@ -227,6 +243,8 @@ def cache_file(
         except BaseException:
             chunk.discard()
             raise
+        finally:
+            log.close()
     stats.seconds = time.perf_counter() - started
     return stats
 
@@ -243,9 +261,9 @@ def _cache_batches(
 
 def _cache_batch(lines: LineBatch, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats) -> None:
     stats.rows_read += len(lines)
-    log.add_all(lines.errors)
     batch = chunk.fit(processor.process_batch(lines.rows))
-    log.add_all([(lines.lines[i], e) for i, e in batch.errors])
+    # one call per batch, so the quarantine file streams out in line order
+    log.add_all([*lines.errors, *((lines.lines[i], e) for i, e in batch.errors)])
     chunk.write(batch)
 
 
@@ -303,18 +321,36 @@ def _pack_attrs(options: CacheOptions, stats: CacheStats, pad_value: int | None)
 
 
 def list_inputs(inputs, storage_options: dict | None = None) -> list[str]:
-    """A file, a list of files, or a folder of ``.jsonl`` files -> list of URLs."""
+    """A file, a list of files, or a folder of ``.jsonl`` files -> list of URLs.
+
+    A folder with an h5pipe manifest (an export's output) gives exactly the chunks it committed;
+    a folder without one gives its ``.jsonl`` files except hidden and temporary names (``.*``,
+    ``_*``: staging files of writers, markers), as Hadoop's input formats skip them."""
     if isinstance(inputs, (list, tuple)):
         return [str(i) for i in inputs]
     fs, path = url_to_fs(str(inputs), storage_options)
     if fs.isdir(path):
-        found = fetch_files(str(inputs), ".jsonl", storage_options)
+        found = _folder_inputs(str(inputs), storage_options)
         if not found:
             raise FileNotFoundError(f"no .jsonl files in {inputs}")
         return found
     if not fs.exists(path):
         raise FileNotFoundError(f"input {inputs} does not exist")
     return [str(inputs)]
+
+
+def _folder_inputs(folder: str, storage_options: dict | None) -> list[str]:
+    listed = fetch_files(folder, ".jsonl", storage_options)
+    committed = committed_outputs(folder, ".jsonl", storage_options)
+    if committed is None:
+        return [u for u in listed if not u.rsplit("/", 1)[-1].startswith((".", "_"))]
+    by_name = {u.rsplit("/", 1)[-1]: u for u in listed}
+    missing = [n for n in committed if n not in by_name]
+    if missing:
+        raise FileNotFoundError(
+            f"{folder}: its manifest commits {missing[:3]} but the folder lacks them; rerun the export into it"
+        )
+    return [by_name[n] for n in committed]
 
 
 def cache_jsonl(
@@ -343,8 +379,10 @@ def cache_jsonl(
     )
     fs, root = url_to_fs(str(output_dir), storage_options)
     fs.makedirs(root, exist_ok=True)
+    urls = list_inputs(inputs, storage_options)
+    check_unique_outputs(urls)
     outputs = []
-    for url in list_inputs(inputs, storage_options):
+    for url in urls:
         stats = cache_file(url, output_dir, processor, options, storage_options)
         outputs += [stats.output_url] if options.writes_hdf5 else list(stats.megatron_prefixes.values())
     return outputs

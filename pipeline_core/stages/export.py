@@ -27,6 +27,7 @@ import hashlib
 import itertools
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ from pipeline_core.sources import Record, RowFailure, Source, convert_row, open_
 from pipeline_core.sources.convert import OnError, check_on_error
 from pipeline_core.sources.single import require_sized
 from pipeline_core.stages.results import ExportResult, ExportStats
-from pipeline_core.storage.fs import join_url, local_staging, remove_quietly, url_to_fs
+from pipeline_core.storage.fs import fetch_files, join_url, local_staging, remove_quietly, url_to_fs
 
 ProcessFunc = Callable[[dict], dict | list[dict] | None]
 SOURCE_FIELD = "_source"
@@ -63,6 +64,26 @@ def chunk_name(prefix: str, index: int) -> str:
 
 def errors_name(prefix: str, index: int) -> str:
     return f"{prefix}_chunk_{index}.errors.jsonl"
+
+
+def stale_chunks(output_dir: str, prefix: str, kept: list[str], storage_options: dict | None = None) -> list[str]:
+    """Chunk files (and their errors files) of ``prefix`` in ``output_dir`` that are not ``kept``:
+    what an earlier, larger export left. A re-export replaces the folder's set, so they go."""
+    pattern = re.compile(rf"{re.escape(prefix)}_chunk_\d+(\.errors)?\.jsonl")
+    kept_names = {u.rsplit("/", 1)[-1] for u in kept}
+    kept_names |= {n[: -len(".jsonl")] + ".errors.jsonl" for n in kept_names}
+    listed = fetch_files(output_dir, ".jsonl", storage_options)
+    return [u for u in listed if pattern.fullmatch(u.rsplit("/", 1)[-1]) and u.rsplit("/", 1)[-1] not in kept_names]
+
+
+def remove_stale_chunks(
+    output_dir: str, prefix: str, kept: list[str], storage_options: dict | None = None
+) -> list[str]:
+    """Remove ``stale_chunks``; call it after the manifest committed ``kept`` (readers follow it)."""
+    stale = stale_chunks(output_dir, prefix, kept, storage_options)
+    for url in stale:
+        remove_quietly(url, storage_options)
+    return stale
 
 
 def chunk_count(n_rows: int, chunk_size: int) -> int:

@@ -1,7 +1,11 @@
 """``process_func`` given by name (``"package.module:function"``), and a hash of its source code.
 
-Flows take the name, not the function, so parameters stay plain data; the hash goes into the
-export cache key, so editing the function re-exports.
+Flows take the name, not the function, so parameters stay plain data; the hash (of the function's
+whole module file, plus the ``process_func_version`` the user gives for code it imports) goes into
+the export cache key, so editing the function, a helper or a constant beside it re-exports.
+
+A ``process_func`` is trusted code: the worker imports and runs it with the worker's rights
+(see docs/commit-protocol.md).
 """
 
 from __future__ import annotations
@@ -30,12 +34,24 @@ def load_process_func(name: str | None) -> Callable | None:
     return func
 
 
-def source_hash(func: Callable | None) -> str:
-    """sha256 of the function's source (or its qualified name when the source is unavailable)."""
+def source_hash(func: Callable | None, version: str = "") -> str:
+    """sha256 of the function's name and its whole module file (so a helper or a constant it uses
+    beside it is covered), plus ``version``: the user's word for code it imports from elsewhere,
+    which no hash here can see (bump it when such code changes). Without a readable module file
+    (a builtin, a C extension), its qualified name and the module's ``__version__``."""
     if func is None:
         return ""
+    name = f"{func.__module__}:{func.__qualname__}"
+    digest = hashlib.sha256(f"{name}\n{version}\n".encode())
+    digest.update(_module_bytes(func))
+    return digest.hexdigest()
+
+
+def _module_bytes(func: Callable) -> bytes:
     try:
-        text = inspect.getsource(func)
+        path = inspect.getsourcefile(func) or inspect.getfile(func)
+        with open(path, "rb") as f:
+            return f.read()
     except (OSError, TypeError):
-        text = f"{func.__module__}:{func.__qualname__}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        module = inspect.getmodule(func)
+        return str(getattr(module, "__version__", "")).encode()

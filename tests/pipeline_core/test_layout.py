@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "sources": {"converters", "storage"},
     "commit": {"storage", "formats"},
     "stages": {"memory", "storage", "formats", "tokenizer", "converters", "chat", "processors", "packing", "sources", "commit"},
-    "loader": {"storage", "formats"},
+    "loader": {"storage", "formats", "commit"},
 }
 
 

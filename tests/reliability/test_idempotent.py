@@ -96,7 +96,8 @@ def test_two_concurrent_cache_processes_on_one_output_each_row_once(tmp_path, gp
 def test_two_concurrent_cache_flow_runs_on_one_output_each_row_once(tmp_path, gpt2, gpt2_path, c4_rows, c4_texts):
     inputs = write_chunks(tmp_path / "in", c4_rows, 3)
     out = tmp_path / "out"
-    params = cache_params(gpt2_path, inputs, out).model_dump_json()
+    # the second run waits for the first one's lock on the folder (issue 17), then reuses its chunks
+    params = cache_params(gpt2_path, inputs, out, run={"lock_timeout": 600}).model_dump_json()
     env = {"PREFECT_API_URL": PREFECT_API_URL.value()}
 
     workers = [start_worker("cache-flow", params, env=env) for _ in range(2)]

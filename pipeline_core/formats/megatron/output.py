@@ -25,7 +25,6 @@ import contextlib
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -34,7 +33,7 @@ from pipeline_core.formats.deferred import is_fractional
 from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout, sentence_items
 from pipeline_core.formats.megatron import IndexedWriter, choose_dtype, merge_indexed
 from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
-from pipeline_core.storage.fs import is_local, join_url, remove_quietly, url_to_fs
+from pipeline_core.storage.fs import is_local, join_url, remove_quietly, staging_tag, url_to_fs
 
 LEVELS = ("document", "sentence")
 
@@ -184,8 +183,9 @@ def _local_prefix(url_prefix: str, tmp: str, name: str, storage_options: dict | 
 
 def _staging_dir(output_dir: str, stem: str, storage_options: dict | None) -> str:
     fs, root = url_to_fs(output_dir, storage_options)
+    # both names carry the writer (host, pid): a rerun sweeps a killed writer's folder at once
     if not is_local(fs):
-        return tempfile.mkdtemp(prefix=f"h5pipe-{stem}-")
-    path = os.path.join(root, f".{stem}.megatron-tmp-{uuid.uuid4().hex[:8]}")
+        return tempfile.mkdtemp(prefix=f"h5pipe-tmp-{staging_tag()}-megatron-")
+    path = os.path.join(root, f".{stem}.megatron-tmp-{staging_tag()}")
     os.makedirs(path)
     return path

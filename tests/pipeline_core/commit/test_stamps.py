@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import fsspec
 
@@ -71,3 +72,17 @@ def test_one_listing_per_folder(tmp_path, monkeypatch):
     )
     infos = file_infos([str(tmp_path / f"c{i}.jsonl") for i in range(5)])
     assert len(calls) == 1 and all(info["size"] == 2 for info in infos.values())
+
+
+def test_local_stamp_changes_when_bytes_change_and_the_mtime_is_set_back(tmp_path):
+    """``st_ctime`` cannot be set back by a user: an in-place edit with a restored mtime still shows (defect 7)."""
+    a = tmp_path / "a.h5"
+    write(a, b"0123456789")
+    before = stamps([str(a)])[str(a)]
+    st = a.stat()
+    time.sleep(0.05)  # past the file system's coarse clock tick, as any later edit is
+    with open(a, "r+b") as f:
+        f.write(b"X")
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert a.stat().st_mtime_ns == st.st_mtime_ns and a.stat().st_ino == st.st_ino
+    assert stamps([str(a)])[str(a)] != before
