@@ -152,7 +152,7 @@ class CacheParams(BaseModel):
         ["assistant"], min_length=1, description="sft: whose turns are trained (other roles' turns weigh 1)"
     )
     add_bos: bool = Field(False, description="pt: start every document with the tokenizer's bos")
-    add_eos: bool = Field(True, description="pt: end every document with eos (Megatron's --append-eod)")
+    add_eos: bool = Field(True, description="pt: end every document with eos (what Megatron's append-eod option does)")
     pack_size: int = Field(0, ge=0, description="0 = no packing")
     pad_value: int | None = None
     packing: Literal["concat", "bfd"] = Field(

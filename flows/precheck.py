@@ -50,10 +50,19 @@ def check_export(params: ExportParams) -> None:
 
     storage = params.run.storage.to_fsspec()
     job = export_job(params)
-    from pipeline_core.sources.detect import is_dataset_info
+    if _is_dataset_info(params, storage):
+        from pipeline_core.sources.open import selected_entries
 
-    if is_dataset_info(params.source):
-        from pipeline_core.sources.dataset_info import read_dataset_info
-
-        read_dataset_info(params.source, storage or None)
+        selected_entries(params.source, storage or None, params.datasets, params.dataset_dir)
     open_for_run(params.output, "export", digest(job.settings()), params.overwrite, storage)
+
+
+def _is_dataset_info(params: ExportParams, storage: dict) -> bool:
+    """Whether the export reads a dataset_info (by the flag, else by content, as ``open_source``)."""
+    from pipeline_core.sources.detect import is_dataset_info
+    from pipeline_core.storage.fs import url_to_fs
+
+    if params.dataset_info is not None or not isinstance(params.source, str):
+        return bool(params.dataset_info)
+    fs, path = url_to_fs(params.source, storage or None)
+    return fs.isfile(path) and is_dataset_info(path, fs)

@@ -10,6 +10,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline_core.errors import ConfigError
 from pipeline_core.processors import Processor, ProcessorFactory
 from pipeline_core.processors.normalize import TextNormalizer
 from pipeline_core.tokenizer.auto import AutoTokenizer
@@ -79,8 +80,18 @@ def build_processor(spec: ProcessorSpec, tokenizer: AutoTokenizer) -> Processor:
     kwargs["max_length"], kwargs["overflow"] = spec.max_length, spec.overflow
     if spec.normalizer or spec.normalizer_rules:
         kwargs["normalizer"] = TextNormalizer(spec.normalizer_rules or None)
-    if spec.strategy:
+    strategy = spec.strategy or (_default_strategy(spec.processor) if spec.strategy_kwargs else None)
+    if strategy:
         return ProcessorFactory.create_with_strategy_name(
-            spec.processor, tokenizer, spec.strategy, processor_kwargs=kwargs, **spec.strategy_kwargs
+            spec.processor, tokenizer, strategy, processor_kwargs=kwargs, **spec.strategy_kwargs
         )
     return ProcessorFactory.create(spec.processor, tokenizer, **kwargs)
+
+
+def _default_strategy(processor: str) -> str:
+    """The strategy ``strategy_kwargs`` apply to when none is named: the processor's default, never
+    none at all (kwargs given and silently dropped would change nothing the user can see)."""
+    name = getattr(ProcessorFactory._class(processor), "default_strategy", None)
+    if not name:
+        raise ConfigError(f"strategy_kwargs were given, but the {processor} processor takes no strategy: drop them")
+    return name

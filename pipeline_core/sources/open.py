@@ -190,18 +190,27 @@ def _open_dataset_info(url: str, opts: SourceOptions) -> MixtureSource:
     for key, default in (("converter", None), ("subset", None), ("split", "train")):
         if getattr(opts, key) != default:
             raise ConfigError(f"{key} is set per dataset in a dataset_info file; remove {key}={getattr(opts, key)!r}")
-    info = load_dataset_info(url, opts.storage_options, opts.dataset_dir)
-    unusable = {} if opts.datasets is None else info.unusable(skip=opts.datasets)
-    if opts.datasets is None:
-        _all_usable(info)
+    entries, unusable = selected_entries(url, opts.storage_options, opts.datasets, opts.dataset_dir)
     for other, reason in unusable.items():
         log.info("dataset_info %s: entry %r is not selected and could not be loaded: %s", url, other, reason)
-    entries = info.entries(opts.datasets)
     parts = [Part(entry, _open_entry(entry, opts)) for entry in entries]
     name = opts.name or posixpath.splitext(posixpath.basename(str(url)))[0]
     source = MixtureSource(parts, name=name, seed=opts.seed, total=opts.total)
     source.not_loadable = unusable  # unselected entries h5pipe could not load, with the reason
     return source
+
+
+def selected_entries(
+    url: str, storage_options: dict | None, datasets: Sequence[str] | None, dataset_dir: str | None
+) -> tuple[list[DatasetEntry], dict[str, str]]:
+    """The entries of the dataset_info at ``url`` a run uses (``datasets``, default all), parsed,
+    and the unselected ones h5pipe could not load with the reason. A selected entry that cannot
+    be loaded, or with no selection any entry, is a ``ConfigError``."""
+    info = load_dataset_info(url, storage_options, dataset_dir)
+    unusable = {} if datasets is None else info.unusable(skip=datasets)
+    if datasets is None:
+        _all_usable(info)
+    return info.entries(datasets), unusable
 
 
 def _all_usable(info) -> None:

@@ -153,7 +153,11 @@ def cache_args(tmp_path, llamafactory, gpt2_path, *extra):
     "extra, words",
     [
         (["--processor", "sft", "--strategy", "qwen"], "qwen"),
-        (["--processor", "dpo", "--pack-size", "256", "--pad-value", "0", "--packing", "concat"], "bfd"),
+        (
+            ["--processor", "dpo", "--pack-size", "256", "--pad-value", "0", "--packing", "concat"]
+            + ["--strategy-kwargs", '{"text_markers": true}'],  # GPT-2 has no ChatML control tokens
+            "bfd",
+        ),
         (["--pack-size", "256"], "pad"),
     ],
 )
