@@ -56,6 +56,7 @@ def make_job(params: CacheParams) -> CacheJob:
         max_row_bytes=params.max_row_bytes,
         batch_size=params.batch_size,
         batch_bytes=params.batch_bytes,
+        compression=params.compression,
         endpoint=params.run.storage.endpoint_url,
     )
     CacheOptions(**job.cache_options())  # impossible combinations fail here, before any task

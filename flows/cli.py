@@ -118,6 +118,7 @@ def cache(
     output_format: Annotated[str, Opt(help="hdf5 | megatron | both")] = "hdf5",
     split_sentences: Annotated[bool, Opt(help="pt: one item per sentence")] = False,
     overwrite: Annotated[bool, Opt(help="replace outputs written with other settings")] = False,
+    compression: Annotated[str | None, Opt(help="HDF5 compression: gzip | lzf")] = None,
     task_runner: Annotated[str, Opt(help="threads | processes | dask")] = "threads",
     max_workers: Annotated[int, Opt()] = 2,
     endpoint_url: Annotated[str | None, Opt(help="S3-compatible endpoint")] = None,
@@ -141,6 +142,7 @@ def cache(
         output_format=output_format,
         split_sentences=split_sentences,
         overwrite=overwrite,
+        compression=compression,
         run={"task_runner": task_runner, "max_workers": max_workers, "storage": {"endpoint_url": endpoint_url}},
     )
     _print_summary(_run_flow("cache", _validated(CacheParams, data)))

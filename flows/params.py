@@ -134,6 +134,9 @@ class CacheParams(BaseModel):
         BATCH_BYTES, gt=0, description="... or before this many bytes of JSON: the stage's memory follows it"
     )
     overwrite: bool = Field(False, description="replace outputs written with other settings")
+    compression: Literal["gzip", "lzf"] | None = Field(
+        None, description="HDF5 compression filter (docs/performance.md)"
+    )
     run: RunOptions = Field(default_factory=RunOptions)
 
     @field_validator("processor")

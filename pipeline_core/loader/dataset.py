@@ -26,7 +26,14 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from pipeline_core.formats.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, refuse_links, require_complete
+from pipeline_core.formats.h5 import (
+    OFFSETS_SUFFIX,
+    data_keys,
+    decode_attr,
+    refuse_links,
+    require_complete,
+    widened,
+)
 from pipeline_core.storage import records
 from pipeline_core.storage.fs import fetch_files, is_local, url_to_fs
 
@@ -59,7 +66,7 @@ class H5Dataset(Dataset):
         if self._memory is not None:
             return {k: _slice_shared(self._memory[f][k], local) for k in self.keys}
         handle = self._handle(f)
-        return {k: torch.from_numpy(_read(handle, k, local, k in self.ragged)) for k in self.keys}
+        return {k: torch.from_numpy(widened(_read(handle, k, local, k in self.ragged))) for k in self.keys}
 
     def close(self) -> None:
         for handle in self._handles.values():
@@ -164,7 +171,7 @@ def _load_shared(
     with _open_checked(path) as handle:
         out = {}
         for key in keys:
-            values = torch.from_numpy(handle[key][...]).share_memory_()
+            values = torch.from_numpy(widened(handle[key][...])).share_memory_()
             offsets = torch.from_numpy(handle[key + OFFSETS_SUFFIX][...]).share_memory_() if key in ragged else None
             out[key] = (values, offsets)
         return out
