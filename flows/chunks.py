@@ -80,7 +80,9 @@ def run_chunks(
                 annotate(i, result)
             committer.record(result)
 
-    return collect(futures, names, finished)
+    outcome = collect(futures, names, finished)
+    committer.flush()  # every finished chunk is on record before the flow can fail on the others
+    return outcome
 
 
 def rebuild_bad_hits(outcome: ChunkOutcome, names: list[str], is_valid, rebuild, committer, logger) -> None:

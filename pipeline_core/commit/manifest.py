@@ -1,9 +1,9 @@
 """The manifest: one ``h5pipe-manifest.json`` per output folder, the commit record of a run.
 
 An output counts as done only when the manifest lists it with its size and sha256 and the file
-still matches. The manifest is rewritten atomically after every finished chunk, so a crash
-loses at most the chunks in flight, and a rerun redoes exactly the chunks without a verified
-entry. ``config_hash`` pins the settings the folder was written with: a rerun with other settings
+still matches. The manifest is rewritten atomically as chunks finish (at most about once a
+second, flows/commit.py), so a crash loses at most the chunks in flight and those of the last
+second, and a rerun redoes exactly the chunks without a verified entry. ``config_hash`` pins the settings the folder was written with: a rerun with other settings
 into the same folder is refused unless the caller asks to overwrite.
 
 Two runs writing the same folder at once may each rewrite the manifest; an entry lost that way
