@@ -11,7 +11,8 @@ every row of bench/rows.py, each repetition in a fresh process (bench/runner.py)
 ``--latest`` (the default) report.md and chart.png are also copied to bench/latest.md and
 bench/latest.png. ``--memory`` adds the peak RSS of the pt cache stage on one chunk of each
 ``--memory-mb`` size, ``--memory-repeat`` fresh runs each; the cached-rerun part runs a 100-chunk job of each ``--rerun-mb`` size
-through cache_flow twice.
+through cache_flow twice; the whole-process rows (bench/whole.py, ``--no-whole`` skips them) time
+``h5pipe cache`` as a user runs it.
 See bench/README.md for what each row means.
 """
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import machine, report  # noqa: E402
+from bench import machine, report, whole  # noqa: E402
 from bench.corpus import Corpus, CorpusSpec, build  # noqa: E402
 from bench.rows import MEMORY, RERUN, ROWS, Row  # noqa: E402
 from bench.runner import Result, measure  # noqa: E402
@@ -51,6 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--rerun-mb", default="10,100", help="sizes in MB of the 100-chunk cached-rerun jobs")
     parser.add_argument("--no-rerun", dest="rerun", action="store_false")
+    parser.add_argument(
+        "--no-whole", dest="whole", action="store_false", help="skip the whole-process rows (bench/whole.py)"
+    )
     parser.add_argument("--no-table", dest="table", action="store_false", help="skip the throughput rows")
     parser.add_argument("--no-latest", dest="latest", action="store_false", help="do not update bench/latest.*")
     args = parser.parse_args(argv)
@@ -142,6 +146,7 @@ def main(argv: list[str] | None = None) -> Path:
     sizes = [float(s) for s in args.memory_mb.split(",")]
     memory = run_memory(sizes, args.out, run_dir, args.memory_repeat) if args.memory else []
     reruns = [run_rerun(float(mb), args.out, run_dir) for mb in args.rerun_mb.split(",")] if args.rerun else []
+    wholes = whole.run(args.out, args.repeat, corpus.folder("pt")) if args.whole else None
     about["load_end"] = machine.load()
     summary = {
         "command": "python bench/throughput.py " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -156,6 +161,7 @@ def main(argv: list[str] | None = None) -> Path:
         "rows": [asdict(r) for r in results],
         "memory": memory,
         "reruns": [r for r in reruns if r],
+        "whole": wholes,
     }
     table = report.lines(results)
     write_outputs(summary, table, run_dir)
@@ -171,7 +177,11 @@ def main(argv: list[str] | None = None) -> Path:
 
 def write_outputs(summary: dict, table: list[report.Line], run_dir: Path) -> None:
     (run_dir / "results.json").write_text(json.dumps(summary, indent=2, default=str))
-    (run_dir / "report.md").write_text(report.markdown(summary, table))
+    text = report.markdown(summary, table)
+    if summary.get("whole"):
+        raw = next((r["seconds"] for r in summary["rows"] if r["name"] == "tokenizers encode_batch"), None)
+        text = text.rstrip("\n") + "\n\n" + whole.markdown(summary["whole"], raw)
+    (run_dir / "report.md").write_text(text)
     if any(line.tokens_per_second for line in table):
         about = summary["machine"]
         title = f"h5pipe benchmark, {summary['corpus']['text_bytes'] / 1e6:.0f} MB corpus, GPT-2, {about['cpu']} ({about['cores']})"

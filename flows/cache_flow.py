@@ -7,12 +7,14 @@ import time
 from prefect import flow, unmapped
 from prefect.logging import get_run_logger
 
+from flows.batching import batches, stamp_size
 from flows.chunks import (
     ChunkOutcome,
     in_order,
     output_matches,
     raise_failures,
     rebuild_bad_hits,
+    run_batches,
     run_chunks,
     sweep_outputs,
 )
@@ -28,7 +30,7 @@ from pipeline_core.commit.quarantine import ErrorRateExceeded, error_rate_proble
 from pipeline_core.processors.build import build_processor, load_tokenizer
 from pipeline_core.stages.cache import CacheOptions, check_unique_outputs, list_inputs, standing_output
 from pipeline_core.storage.redact import protect_secrets
-from tasks.cache import cache_chunk
+from tasks.cache import cache_chunk, cache_chunk_batch
 from tasks.hashing import hash_chunk
 from tasks.keys import digest
 from tasks.models import CacheJob, ChunkResult
@@ -58,6 +60,7 @@ def make_job(params: CacheParams) -> CacheJob:
         max_row_bytes=params.max_row_bytes,
         batch_size=params.batch_size,
         batch_bytes=params.batch_bytes,
+        compression=params.compression,
         endpoint=params.run.storage.endpoint_url,
     )
     CacheOptions(**job.cache_options())  # impossible combinations fail here, before any task
@@ -101,11 +104,25 @@ def chunk_inputs(value: str | list[str], storage: dict, limit: int | None = None
     return inputs
 
 
-def _run_todo(plan: Plan, task, job: CacheJob, inputs, committed, storage, progress, committer) -> ChunkOutcome:
+def _run_batches(plan: Plan, groups, job, urls, committed, storage, progress, committer) -> ChunkOutcome:
+    futures = [cache_chunk_batch.submit(job, [urls[k] for k in g], storage, [committed[k] for k in g]) for g in groups]
+
+    def stamp(k: int, result: ChunkResult) -> None:
+        result.source_stamp = plan.stamps[plan.todo[k]]  # taken before the batch read the bytes
+
+    return run_batches(futures, groups, progress, committer, stamp)
+
+
+def _run_todo(
+    plan: Plan, task, job: CacheJob, inputs, committed, storage, progress, committer, workers: int = 2
+) -> ChunkOutcome:
     """hash + cache tasks for the chunks the plan could not reuse; indices are positions in ``plan.todo``."""
     if not plan.todo:
         return ChunkOutcome()
     urls = [inputs[i] for i in plan.todo]
+    groups = batches([stamp_size(plan.stamps[i]) for i in plan.todo], workers)
+    if groups is not None:
+        return _run_batches(plan, groups, job, urls, [committed[i] for i in plan.todo], storage, progress, committer)
     digests = hash_chunk.map(urls, unmapped(storage))
     futures = task.map(unmapped(job), digests, unmapped(storage), [committed[i] for i in plan.todo])
 
@@ -166,7 +183,8 @@ def _cache_run_locked(params: CacheParams) -> dict:
     )
     progress = Progress(len(inputs), "h5pipe-cache-progress", f"chunks cached into {params.output}")
     progress.advance(len(plan.reused))
-    outcome = merged(plan, _run_todo(plan, task, job, inputs, committed, storage, progress, committer))
+    ran = _run_todo(plan, task, job, inputs, committed, storage, progress, committer, params.run.max_workers)
+    outcome = merged(plan, ran)
     raise_failures(outcome, inputs)
 
     def rebuild(i: int) -> ChunkResult:

@@ -77,7 +77,9 @@ def run_chunks(
                 annotate(i, result)
             committer.record(result)
 
-    return collect(futures, names, finished)
+    outcome = collect(futures, names, finished)
+    committer.flush()  # every finished chunk is on record before the flow can fail on the others
+    return outcome
 
 
 def rebuild_bad_hits(outcome: ChunkOutcome, names: list[str], is_valid, rebuild, committer, logger) -> None:
@@ -104,3 +106,27 @@ def sweep_outputs(output_dir: str, storage_options: dict, logger) -> None:
         removed += sweep_local_staging()
     if removed:
         logger.info("removed %d stale temporary file(s) of interrupted writers: %s", len(removed), removed[:5])
+
+
+def run_batches(
+    futures: list[PrefectFuture], groups: list[list[int]], progress, committer, annotate: Callable | None = None
+) -> ChunkOutcome:
+    """``run_chunks`` for batch tasks (flows/batching.py): future ``j`` returns the results of the
+    chunks at positions ``groups[j]``; a failed batch fails each of its chunks with its reason."""
+    index = {id(f): j for j, f in enumerate(futures)}
+    outcome = ChunkOutcome()
+    for future in as_completed(futures):
+        group = groups[index[id(future)]]
+        future.wait()
+        if future.state.is_completed():
+            for k, result in zip(group, future.result(), strict=True):
+                outcome.results[k], outcome.cached[k] = result, False
+                if annotate:
+                    annotate(k, result)
+                committer.record(result)
+        else:
+            why = _reason(future)
+            outcome.failures.update({k: why for k in group})
+        progress.advance(len(group))
+    committer.flush()
+    return outcome

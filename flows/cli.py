@@ -1,6 +1,8 @@
 """The ``h5pipe`` command line: run the flows ad hoc, inspect and check what they wrote.
 
-With no PREFECT_API_URL set, Prefect starts its temporary local server for the run.
+With no PREFECT_API_URL set, a run uses (or starts) the local Prefect server h5pipe keeps
+between runs (``h5pipe server start|stop|status``, flows/local_server.py); ``H5PIPE_SERVER=temporary``
+gives Prefect's own temporary server per run instead.
 Exit codes: 0 success, 1 a failed run, 2 a bad config or bad arguments.
 """
 
@@ -14,6 +16,8 @@ from typing import Annotated
 
 import typer
 from typer.core import TyperGroup
+
+from flows.server_cli import server_app
 
 # Prefect's temporary server (used when PREFECT_API_URL is unset) can take longer than its default
 # 20 s to start on a busy 2-core machine; give it more room unless the user chose a value.
@@ -42,6 +46,7 @@ app = typer.Typer(
 )
 
 Opt = typer.Option
+app.add_typer(server_app, name="server")
 
 
 def _version(value: bool) -> None:
@@ -74,11 +79,16 @@ def _fail(message: str, code: int) -> None:
 
 def _run_flow(flow_name: str, params) -> dict:
     from flows.failures import check_config, disk_full
+    from flows.local_server import ServerError, api_for_run, using_api
     from flows.progress import terminal_progress
     from flows.runs import run_flow
 
     check_config(flow_name, params, _fail)  # exit 2 before Prefect starts
-    with terminal_progress():
+    try:
+        api_url = api_for_run(lambda line: typer.echo(line, err=True))
+    except ServerError as e:
+        _fail(str(e), 1)
+    with using_api(api_url), terminal_progress():
         try:
             return run_flow(flow_name, params)
         except Exception as e:  # noqa: BLE001 - reported as a failed run

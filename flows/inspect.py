@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline_core.formats.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, open_h5
+from pipeline_core.formats.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, narrowed_keys, open_h5
 from pipeline_core.storage.fs import join_url, url_to_fs
 
 RUN_RECORD = "h5pipe-run.json"
@@ -39,8 +39,10 @@ def describe_file(url: str, tokenizer_path: str | None = None, index: int = 0) -
         attrs = {k: decode_attr(v) for k, v in sorted(f.attrs.items())}
         lines += [f"  {k}: {v}" for k, v in attrs.items()]
         lines.append("datasets:")
+        narrowed = narrowed_keys(f)
         for key in data_keys(f):
-            lines.append(f"  {key}: {_count(f, key)} samples, shape {f[key].shape}, dtype {f[key].dtype}")
+            read_as = f" (read as {narrowed[key]})" if key in narrowed else ""
+            lines.append(f"  {key}: {_count(f, key)} samples, shape {f[key].shape}, dtype {f[key].dtype}{read_as}")
         main = next((k for k in ("sequence", "chosen") if k in f), None)
         path = tokenizer_path or tokenizer_path_from_run_record(url)
         count = _count(f, main) if main else 0

@@ -192,6 +192,9 @@ class CacheParams(BaseModel):
         256 << 20, gt=0, description="shuffle: rows held in memory at once, in bytes of JSON (one bucket)"
     )
     overwrite: bool = Field(False, description="replace outputs written with other settings")
+    compression: Literal["gzip", "lzf"] | None = Field(
+        None, description="HDF5 compression filter (docs/performance.md)"
+    )
     run: RunOptions = Field(default_factory=RunOptions)
 
     @field_validator("processor")

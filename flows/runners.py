@@ -1,8 +1,18 @@
-"""Task runner selection: threads (default), processes, or Dask (local cluster or an address)."""
+"""Task runner selection: threads (default), processes, or Dask (local cluster or an address).
+
+Worker processes report to this run's API. Prefect hands each task its settings, but when no API
+address is configured the parent's API is a temporary server it started on first use, and every
+worker process (``processes``, a local Dask cluster) would start a temporary server of its own
+(three servers on two cores; the first task ended ~20 s into the flow). So before a runner with
+worker processes starts, the parent's API address goes into the settings and the environment the
+workers inherit, for the subflow's lifetime.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 
 from flows.params import RunOptions
 
@@ -25,8 +35,41 @@ def run_here_or_on_runner(params, on_runner_flow, body: Callable):
     """``body(params)`` in this flow run, on its declared default runner, or, when ``params.run``
     asks for another runner, as the subflow ``on_runner_flow`` given that runner."""
     if needs_own_runner(params.run):
-        return on_runner_flow.with_options(task_runner=build_task_runner(params.run))(params)
+        with workers_report_here(params.run):
+            return on_runner_flow.with_options(task_runner=build_task_runner(params.run))(params)
     return body(params)
+
+
+def parent_api_url() -> str | None:
+    """This flow run's API address when the settings name none (a temporary server), else None."""
+    from prefect.context import FlowRunContext
+    from prefect.settings import get_current_settings
+
+    context = FlowRunContext.get()
+    if get_current_settings().api.url or context is None or context.client is None:
+        return None
+    return str(context.client.api_url).rstrip("/")
+
+
+@contextlib.contextmanager
+def workers_report_here(run: RunOptions) -> Iterator[None]:
+    """Within the block, worker processes started here use this run's API (see the module docstring)."""
+    url = None if run.task_runner == "threads" else parent_api_url()
+    if url is None:
+        yield
+        return
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    saved = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = url
+    try:
+        with temporary_settings({PREFECT_API_URL: url}):
+            yield
+    finally:
+        if saved is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = saved
 
 
 def build_task_runner(run: RunOptions):

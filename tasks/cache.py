@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from pipeline_core.commit.standing import still_stands
@@ -29,6 +30,34 @@ def cache_chunk(
     job: CacheJob, chunk: ChunkDigest, storage_options: dict | None = None, committed: dict | None = None
 ) -> ChunkResult:
     """``committed``: this output's manifest entry from an earlier run, reused when it still verifies."""
+    return cache_one(job, chunk, storage_options, committed)
+
+
+@task(
+    name="cache-chunk-batch",
+    cache_policy=NO_CACHE,  # see flows/batching.py: the manifest is what a rerun trusts
+    persist_result=False,
+    retries=3,
+    retry_delay_seconds=[2, 4, 8],
+    retry_jitter_factor=0.5,
+    retry_condition_fn=retry_on_transient,
+)
+def cache_chunk_batch(
+    job: CacheJob, urls: list[str], storage_options: dict | None, committed: list[dict | None]
+) -> list[ChunkResult]:
+    """Small chunks in one task (flows/batching.py): each hashed, then cached as ``cache_chunk`` would."""
+    results = []
+    for url, entry in zip(urls, committed, strict=True):
+        found = file_digest(url, storage_options)
+        results.append(
+            cache_one(job, ChunkDigest(url=url, sha256=found.sha256, size=found.size), storage_options, entry)
+        )
+    return results
+
+
+def cache_one(
+    job: CacheJob, chunk: ChunkDigest, storage_options: dict | None = None, committed: dict | None = None
+) -> ChunkResult:
     if committed and _still_valid(committed, job, chunk, storage_options):
         get_run_logger().info("%s: resumed from the manifest, not recomputed", committed["output_url"])
         return ChunkResult.model_validate(committed)

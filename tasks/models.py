@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from pipeline_core.commit.standing import Published
 from pipeline_core.formats.jsonl import BATCH_BYTES
 
-UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate")
+UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate", "compression")  # compression: keyed below
 
 
 class CacheJob(BaseModel):
@@ -35,6 +35,7 @@ class CacheJob(BaseModel):
     max_row_bytes: int | None = 32 << 20
     batch_size: int = 1024
     batch_bytes: int | None = BATCH_BYTES
+    compression: str | None = None
     endpoint: str | None = None  # part of the output's identity; credentials are not
 
     def cache_options(self) -> dict:
@@ -51,6 +52,7 @@ class CacheJob(BaseModel):
             "split_sentences": self.split_sentences,
             "max_error_rate": self.max_error_rate,
             "max_row_bytes": self.max_row_bytes,
+            "compression": self.compression,
         }
 
     def settings(self) -> dict:
@@ -63,6 +65,7 @@ class CacheJob(BaseModel):
             "processor_resolved": self.processor_digest,
             # batch bounds and the error-rate limit never change what a file holds
             **{k: v for k, v in self.cache_options().items() if k not in UNKEYED_OPTIONS},
+            **({"compression": self.compression} if self.compression else {}),  # None: keys as before it existed
             "format_version": FORMAT_VERSION,
         }
 

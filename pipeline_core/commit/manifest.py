@@ -2,8 +2,8 @@
 
 It lists every file a stage published (outputs, quarantine files, Megatron ``.bin``/``.idx``)
 with its size and sha256; whether an output may be reused is decided from it by one rule,
-``standing.still_stands``. The manifest is rewritten atomically after every finished chunk, so a
-crash loses at most the chunks in flight, and a rerun redoes exactly the chunks without a
+``standing.still_stands``. The manifest is rewritten atomically as chunks finish (at most about once a
+second, flows/commit.py), so a crash loses at most the chunks in flight and those of the last second, and a rerun redoes exactly the chunks without a
 verified entry. ``complete`` is False from a run's first write until its final commit: readers
 (the cache stage, ``H5Dataset``) refuse a folder whose set of outputs is not final.
 ``config_hash`` pins the settings the folder was written with: a rerun with other settings into

@@ -8,7 +8,9 @@ Layout (no h5py vlen types, so any HDF5 reader can use the files):
 - a boundary list without values of its own, e.g. ``document_offsets`` (int64, starts with 0):
   document ``d`` is items ``document_offsets[d]:document_offsets[d+1]`` of another key.
 
-Datasets are chunked and grow as batches arrive. Attributes describe the file (format version,
+Small datasets are contiguous, exactly their size; larger ones are chunked and grow as batches
+arrive (see ``H5Writer``). Token ids may be stored as uint16 (attribute ``narrowed``); the
+readers here return them in the dtype they were written from. Attributes describe the file (format version,
 tokenizer, processor, counts, source hash; dicts are stored as JSON strings). The attribute
 ``complete`` is written last, just before the file is closed: a file without it is partial.
 """
@@ -16,6 +18,7 @@ tokenizer, processor, counts, source hash; dicts are stored as JSON strings). Th
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
@@ -29,52 +32,146 @@ FLAT_CHUNK = 1 << 18  # elements per HDF5 chunk of a flat dataset (1 MiB of int3
 COMPLETE_ATTR = "complete"
 
 
+SMALL_BYTES = 8 << 20  # a dataset that stays under this is written whole at close, exactly its size
+COMPRESSIONS = (None, "gzip", "lzf")
+NARROW_IDS = np.dtype(np.uint16)
+NARROWED_ATTR = "narrowed"  # {key: dtype it is read as}, for keys stored in a narrower dtype
+
+
+@dataclass
+class _Column:
+    """One dataset being written: buffered while small, then a chunked, growing dataset."""
+
+    dtype: np.dtype
+    chunks: tuple[int, ...]
+    pending: list[np.ndarray] = field(default_factory=list)
+    pending_bytes: int = 0
+    dataset: h5py.Dataset | None = None
+
+
 class H5Writer:
     """Append batches to a local HDF5 file; ``close(complete=True)`` marks it complete.
 
-    Datasets are kept open by key: opening one by name costs more than appending a batch to it.
+    A dataset is held in memory until it passes ``SMALL_BYTES``: one that never does is written at
+    close contiguous (or, compressed, as one chunk of its own size), so a small file is its data
+    plus a header; a larger one becomes a chunked dataset that grows batch by batch (chunks of
+    ~1 MiB, the last one allocated whole). ``compression`` (``gzip`` or ``lzf``) applies to every
+    dataset and is recorded in the ``compression`` attribute. ``narrow`` maps keys to a narrower
+    stored dtype (token ids as uint16 when the vocabulary fits); a value that does not fit is
+    refused, never wrapped, and readers get the original dtype back (``narrowed`` attribute).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, compression: str | None = None, narrow: dict[str, np.dtype] | None = None) -> None:
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression={compression!r} is not one of {COMPRESSIONS}; use gzip, lzf or None")
         self.file = h5py.File(path, "w", libver="latest")
         self.file.attrs["format_version"] = str(FORMAT_VERSION)  # h5py stores plain str only
-        self._datasets: dict[str, h5py.Dataset] = {}
+        if compression:
+            self.file.attrs["compression"] = compression
+        self.compression, self.narrow = compression, dict(narrow or {})
+        self._columns: dict[str, _Column] = {}
+        self._narrowed: dict[str, str] = {}
         self._ends: dict[str, int] = {}
 
     def append_ragged(self, key: str, ragged: Ragged) -> None:
-        if key not in self._datasets:
-            self._create(key, shape=(0,), maxshape=(None,), dtype=ragged.values.dtype, chunks=(FLAT_CHUNK,))
-        _extend(self._datasets[key], ragged.values)
+        self._append(key, ragged.values, (FLAT_CHUNK,))
         self.append_lengths(key + OFFSETS_SUFFIX, ragged.lengths)
 
     def append_lengths(self, name: str, lengths: np.ndarray) -> None:
         """Extend the offsets dataset ``name`` (int64, starting with 0) by items of ``lengths``."""
-        if name not in self._datasets:
-            self._create(name, data=np.zeros(1, np.int64), maxshape=(None,), chunks=(1 << 14,))
+        if name not in self._columns:
+            self._append(name, np.zeros(1, np.int64), (1 << 14,))
             self._ends[name] = 0
         ends = self._ends[name] + np.cumsum(lengths, dtype=np.int64)
-        _extend(self._datasets[name], ends)
+        self._append(name, ends, (1 << 14,))
         if ends.size:
             self._ends[name] = int(ends[-1])
 
     def append_fixed(self, key: str, rows: np.ndarray) -> None:
-        if key not in self._datasets:
-            width = rows.shape[1]
-            chunk_rows = max(1, min(1024, FLAT_CHUNK // max(width, 1)))
-            self._create(key, shape=(0, width), maxshape=(None, width), dtype=rows.dtype, chunks=(chunk_rows, width))
-        _extend(self._datasets[key], rows)
+        width = rows.shape[1]
+        chunk_rows = max(1, min(1024, FLAT_CHUNK // max(width, 1)))
+        self._append(key, rows, (chunk_rows, width))
 
-    def _create(self, key: str, **options) -> None:
-        self._datasets[key] = self.file.create_dataset(key, **options)
+    def _append(self, key: str, values: np.ndarray, chunks: tuple[int, ...]) -> None:
+        self._check_fits(key, values)
+        column = self._columns.get(key) or self._column(key, values.dtype, chunks)
+        if column.dataset is not None:
+            _extend(column.dataset, values)
+            return
+        column.pending.append(values)
+        column.pending_bytes += values.nbytes
+        if column.pending_bytes > SMALL_BYTES:
+            self._grow(key, column)
+
+    def _column(self, key: str, dtype: np.dtype, chunks: tuple[int, ...]) -> _Column:
+        stored = self.narrow.get(key)
+        if stored is not None and np.dtype(stored) != dtype:
+            self._narrowed[key] = np.dtype(dtype).name
+            dtype = np.dtype(stored)
+        self._columns[key] = _Column(np.dtype(dtype), chunks)
+        return self._columns[key]
+
+    def _check_fits(self, key: str, values: np.ndarray) -> None:
+        stored = self.narrow.get(key)
+        if stored is None or not values.size or np.dtype(stored) == values.dtype:
+            return
+        low, high = int(values.min()), int(values.max())
+        info = np.iinfo(stored)
+        if low < info.min or high > info.max:
+            raise ValueError(
+                f"{key}: value {high if high > info.max else low} does not fit the stored {np.dtype(stored)} "
+                "(the tokenizer's vocab_size is smaller than its ids); report this with the tokenizer"
+            )
+
+    def _grow(self, key: str, column: _Column) -> None:
+        data = _joined(column)
+        shape = (0, *data.shape[1:])
+        maxshape = (None, *data.shape[1:])
+        column.dataset = self.file.create_dataset(
+            key, shape=shape, maxshape=maxshape, dtype=column.dtype, chunks=column.chunks, **self._filters()
+        )
+        column.pending, column.pending_bytes = [], 0
+        _extend(column.dataset, data)
+
+    def _write_whole(self, key: str, column: _Column) -> None:
+        data = _joined(column)
+        chunks = data.shape if self.compression and data.size else None
+        options = self._filters() if chunks else {}
+        column.dataset = self.file.create_dataset(key, data=data, dtype=column.dtype, chunks=chunks, **options)
+        column.pending, column.pending_bytes = [], 0
+
+    def _filters(self) -> dict:
+        return {"compression": self.compression} if self.compression else {}
+
+    def flush(self) -> None:
+        """Write every dataset still held in memory (the file then holds every key appended to)."""
+        for key, column in self._columns.items():
+            if column.dataset is None:
+                self._write_whole(key, column)
+        if self._narrowed:
+            self.file.attrs[NARROWED_ATTR] = encode_attr(self._narrowed)
+
+    def data_keys(self) -> list[str]:
+        self.flush()
+        return data_keys(self.file)
 
     def set_attrs(self, attrs: dict) -> None:
         for name, value in attrs.items():
             self.file.attrs[name] = encode_attr(value)
 
     def close(self, complete: bool = True) -> None:
+        self.flush()
         if complete:
             self.file.attrs[COMPLETE_ATTR] = True
         self.file.close()
+
+
+def _joined(column: _Column) -> np.ndarray:
+    if not column.pending:
+        return np.zeros(0, column.dtype)
+    if len(column.pending) == 1:
+        return np.asarray(column.pending[0], dtype=column.dtype)
+    return np.concatenate(column.pending).astype(column.dtype, copy=False)
 
 
 def is_complete(handle: h5py.File) -> bool:
@@ -186,7 +283,7 @@ def load_h5(file_path: str, share_memory: bool = False, storage_options: dict | 
     out = {}
     with open_h5(file_path, storage_options) as f:
         for key in data_keys(f):
-            values = torch.from_numpy(f[key][...])
+            values = torch.from_numpy(widened(f[key][...]))
             if share_memory:
                 values.share_memory_()
             if key + OFFSETS_SUFFIX in f:
@@ -194,6 +291,16 @@ def load_h5(file_path: str, share_memory: bool = False, storage_options: dict | 
                 values = [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
             out[key] = values
     return out
+
+
+def narrowed_keys(handle: h5py.File) -> dict[str, str]:
+    """Keys stored in a narrower dtype than written, with the dtype they were written in."""
+    return decode_attr(handle.attrs.get(NARROWED_ATTR, "{}")) or {}
+
+
+def widened(values: np.ndarray) -> np.ndarray:
+    """Values as written: h5pipe narrows only int32 keys, and only to uint16 (``narrowed`` attribute)."""
+    return values.astype(np.int32) if values.dtype == NARROW_IDS else values
 
 
 def save_h5(

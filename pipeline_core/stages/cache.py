@@ -42,7 +42,7 @@ from pipeline_core.packing.stage import Packing, PackStage, fit_batch, make_pack
 from pipeline_core.processors.base import Processor
 from pipeline_core.processors.sentences import SentenceProcessor
 from pipeline_core.stages.chunk_writer import ChunkWriter
-from pipeline_core.stages.h5_sink import H5Sink
+from pipeline_core.stages.h5_sink import H5Sink, narrowed_keys
 from pipeline_core.stages.results import CacheStats
 from pipeline_core.storage.fs import fetch_files, join_url, local_staging, url_to_fs
 from pipeline_core.version import FORMAT_VERSION
@@ -74,6 +74,7 @@ class CacheOptions:
     max_row_bytes: int | None = MAX_ROW_BYTES  # longer lines: row_too_large, never parsed
     max_error_rate: float | None = None  # share of quarantined rows that fails the chunk
     batch_bytes: int | None = BATCH_BYTES  # a batch also ends at this many bytes of JSON (see JsonlReader)
+    compression: str | None = None  # HDF5 filter: gzip or lzf (recorded in the 'compression' attribute)
 
     def __post_init__(self) -> None:
         check_max_error_rate(self.max_error_rate)
@@ -82,6 +83,7 @@ class CacheOptions:
             raise ConfigError(f"max_row_bytes must be positive or None (no limit), got {self.max_row_bytes}")
         _choice("output_format", self.output_format, get_args(OutputFormat))
         _choice("packing", self.packing, get_args(Packing))
+        _choice("compression", self.compression, (None, "gzip", "lzf"))
         if self.bfd_window <= 0:
             raise ConfigError(f"bfd_window must be positive, got {self.bfd_window}; 1000 is a good default")
         if self.output_format == "mindspeed" and self.split_sentences:
@@ -187,7 +189,12 @@ def open_chunk(
     """The chunk's outputs: an H5Sink at ``h5_path`` (None: no HDF5) and/or a MegatronSink."""
     layout = KeyLayout.of(processor)
     packer = make_packer(processor, options, layout)
-    h5 = H5Sink(H5Writer(h5_path), layout, packer, h5_path + ".deferred") if h5_path else None
+    h5 = None
+    if h5_path:
+        pad = resolve_pad_value(processor, options.pack_size, options.pad_value)
+        narrow = narrowed_keys(layout, processor.tokenizer.vocab_size, options.pack_size, pad)
+        writer = H5Writer(h5_path, compression=options.compression, narrow=narrow)
+        h5 = H5Sink(writer, layout, packer, h5_path + ".deferred")
     megatron = None
     if options.output_format == "mindspeed":
         megatron = MindSpeedSink(output_dir, output_stem(input_url), layout, packer, storage_options)

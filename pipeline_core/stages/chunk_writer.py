@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from pipeline_core.formats.h5 import data_keys
 from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout
 from pipeline_core.formats.megatron.output import MegatronSink
 from pipeline_core.processors.base import ProcessedBatch
@@ -62,7 +61,7 @@ class ChunkWriter:
         """Attributes, then ``complete``, then the Megatron files (see the module docstring)."""
         if self.h5 is not None:
             # the keys this file holds (deferred keys only when kept; packed DPO keys renamed)
-            self.h5.writer.set_attrs({**attrs, "keys": data_keys(self.h5.writer.file)})
+            self.h5.writer.set_attrs({**attrs, "keys": self.h5.writer.data_keys()})
             self.h5.writer.close(complete=True)
         if self.megatron is not None:
             self.stats.megatron_prefixes = self.megatron.publish()

@@ -13,6 +13,11 @@ Packed, token-aligned keys are rows ``[n_packs, pack_size]`` and every pack also
 
 Per-sample keys (``media``) are one JSON list per pack (see ``pack_media``). Deferred keys go
 through a ``DeferredBuffer`` and reach the file only when fractional.
+
+Token ids (each group's length key, ``sequence`` when packed) are stored as uint16 when the
+vocabulary fits (vocab_size <= 65536, as Megatron's .bin does) and so does the pad value; packed
+``position_ids`` likewise when pack_size <= 65536. ``load_h5`` and ``H5Dataset`` read them back
+as int32 (see ``narrowed_keys``); other keys (masks, labels with -100) keep their dtype.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline_core.formats.deferred import DeferredBuffer
-from pipeline_core.formats.h5 import H5Writer
+from pipeline_core.formats.h5 import NARROW_IDS, H5Writer
 from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout, sentence_items
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.packing.bfd import Packs
@@ -82,3 +87,21 @@ class H5Sink:
 def used_tokens(packs: Packs) -> np.ndarray:
     """Real tokens per pack: the last cu_seqlens entry of each."""
     return packs.cu_seqlens[packs.cu_offsets[1:] - 1]
+
+
+def narrowed_keys(layout: KeyLayout, vocab_size: int, pack_size: int, pad_value) -> dict[str, np.dtype]:
+    """The keys the HDF5 stores as uint16 (see the module docstring)."""
+    limit = np.iinfo(NARROW_IDS).max + 1
+    if pack_size > 0:
+        ids = {out for group in layout.pack_groups() for out, source in group.items() if source in layout.groups}
+        fits_pad = all(_pad_fits(pad_value, key, limit) for key in ids)
+        narrow = {key: NARROW_IDS for key in ids} if vocab_size <= limit and fits_pad else {}
+        if pack_size <= limit:
+            narrow["position_ids"] = NARROW_IDS
+        return narrow
+    return {key: NARROW_IDS for key in layout.groups} if vocab_size <= limit else {}
+
+
+def _pad_fits(pad_value, key: str, limit: int) -> bool:
+    pad = pad_value.get(key) if isinstance(pad_value, dict) else pad_value
+    return pad is None or 0 <= int(pad) < limit

@@ -58,7 +58,7 @@ def test_ratio_is_reference_time_over_row_time():
 
 def test_benchmark_writes_table_and_chart(tmp_path):
     command = [sys.executable, str(ROOT / "bench" / "throughput.py"), "--size-mb", "0.2", "--chunk-mb", "0.1"]
-    command += ["--repeat", "1", "--out", str(tmp_path), "--no-rerun", "--no-latest", "--only", ROWS]
+    command += ["--repeat", "1", "--out", str(tmp_path), "--no-rerun", "--no-whole", "--no-latest", "--only", ROWS]
     subprocess.run(command, check=True, cwd=ROOT, capture_output=True, timeout=600)
     run = next(tmp_path.glob("run-*"))
     report = (run / "report.md").read_text()

@@ -173,4 +173,4 @@ def test_the_format_version_is_written_to_hdf5_as_plain_text(tmp_path):
     writer.file.attrs["copy"] = encode_attr(FORMAT_VERSION)
     writer.file.close()
     with h5py.File(tmp_path / "x.h5") as f:
-        assert f.attrs["format_version"] == f.attrs["copy"] == "1"
+        assert f.attrs["format_version"] == f.attrs["copy"] == str(FORMAT_VERSION)

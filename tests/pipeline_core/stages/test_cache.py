@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from pipeline_core import BadRowError, ProcessorFactory, SequencePacker, cache_jsonl, load_h5, read_attrs
 from pipeline_core.formats.h5 import OFFSETS_SUFFIX, open_h5
@@ -82,9 +83,12 @@ def test_variable_length_layout_is_flat_plus_offsets(gpt2, llamafactory, tmp_pat
     [out] = cache_jsonl(llamafactory / "c4_demo.jsonl", tmp_path, ProcessorFactory.create("pt", gpt2))
     with open_h5(out) as f:
         data, offsets = f["sequence"][...], f["sequence_offsets"][...]
-        assert data.ndim == 1 and data.dtype == np.int32 and offsets.dtype == np.int64
+        # GPT-2's 50257 ids fit uint16 (stages/h5_sink.py); the readers give them back as int32
+        assert data.ndim == 1 and data.dtype == np.uint16 and offsets.dtype == np.int64
         assert offsets[0] == 0 and offsets[-1] == data.size and np.all(np.diff(offsets) > 0)
         assert len(offsets) == 301
+    loaded = load_h5(str(out))["sequence"]
+    assert loaded[0].dtype == torch.int32 and torch.equal(torch.cat(loaded), torch.from_numpy(data.astype(np.int32)))
 
 
 def test_share_memory(gpt2, llamafactory, tmp_path):

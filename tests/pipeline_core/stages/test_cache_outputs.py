@@ -55,7 +55,8 @@ def check_boundaries(packed: dict, pad: int) -> None:
     """position_ids are 0 exactly at cu_seqlens starts, count up in between, 0 on pads."""
     offsets = packed["cu_seqlens_offsets"]
     n, size = packed["sequence"].shape
-    assert packed["position_ids"].shape == (n, size) and packed["position_ids"].dtype == np.int32
+    # stored as uint16 (pack_size <= 65536, see stages/h5_sink.py); load_h5 reads them as int32
+    assert packed["position_ids"].shape == (n, size) and packed["position_ids"].dtype == np.uint16
     assert packed["cu_seqlens"].dtype == np.int32 and offsets.size == n + 1
     for p in range(n):
         cu = packed["cu_seqlens"][offsets[p] : offsets[p + 1]]
