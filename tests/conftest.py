@@ -19,6 +19,10 @@ SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures"
 # Recorded backend verdicts (pipeline_core/tokenizer/verdicts.py) go to a folder of this session, never
 # ~/.cache: every test session checks gigatoken against `tokenizers` for itself.
 os.environ.setdefault("H5PIPE_CACHE_DIR", tempfile.mkdtemp(prefix="h5pipe-test-cache-"))
+# A CLI run in a test subprocess without an API uses Prefect's temporary server, which ends with
+# it, never h5pipe's kept server (it would outlive the session by its idle time). The kept server
+# is tested on its own, with its own environment (tests/flows/test_local_server.py).
+os.environ.setdefault("H5PIPE_SERVER", "temporary")
 
 
 def fixtures_dir() -> Path:
