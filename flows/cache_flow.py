@@ -96,6 +96,20 @@ def check_min_samples(results, min_samples: int) -> None:
     )
 
 
+def rerun_plan(params: CacheParams, job: CacheJob, inputs: list[str], committer, storage: dict):
+    """(each input's manifest entry or None, its output URL, the plan: reused or to do)."""
+    earlier = committer.previous_by_input()
+    committed = [earlier.get(u) for u in inputs]
+    outputs = [
+        standing_output(u, params.output, job.output_format, c and c["output_url"]) for u, c in zip(inputs, committed)
+    ]
+    return (
+        committed,
+        outputs,
+        plan_chunks(inputs, outputs, committed, params.run.verify_hits, storage, params.run.trust_stamps),
+    )
+
+
 def chunk_inputs(value: str | list[str], storage: dict, limit: int | None = None) -> list[str]:
     """The JSONL chunks to cache (the first ``limit``); quarantine files (``*.errors.jsonl``) are never inputs, and no two
     inputs may share an output name (refused here, before anything is written)."""
@@ -163,12 +177,7 @@ def _cache_run_locked(params: CacheParams) -> dict:
     inputs = chunk_inputs(params.input, storage, params.limit)
     sweep_outputs(params.output, storage, logger)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
-    earlier = committer.previous_by_input()
-    committed = [earlier.get(u) for u in inputs]
-    outputs = [
-        standing_output(u, params.output, job.output_format, c and c["output_url"]) for u, c in zip(inputs, committed)
-    ]
-    plan = plan_chunks(inputs, outputs, committed, params.run.verify_hits, storage, params.run.trust_stamps)
+    committed, outputs, plan = rerun_plan(params, job, inputs, committer, storage)
     logger.info(
         "caching %d chunk(s) into %s with %s; %d unchanged since the manifest's run, reused without a task",
         len(inputs),

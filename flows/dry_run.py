@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from flows.commit import Committer
 from flows.params import CacheParams, ExportParams
-from flows.plan import plan_chunks, plan_exports
-from pipeline_core.stages.cache import standing_output
+from flows.plan import plan_exports
 from pipeline_core.stages.export import chunk_count, chunk_name
 from pipeline_core.storage.fs import join_url
 from pipeline_core.storage.redact import protect_secrets
@@ -25,7 +24,7 @@ def dry_run(flow_name: str, params) -> dict:
 
 def cache_plan(params: CacheParams) -> dict:
     """Chunks, those current in the manifest, and those a run would cache."""
-    from flows.cache_flow import chunk_inputs, make_job
+    from flows.cache_flow import chunk_inputs, make_job, rerun_plan
 
     storage = _storage(params)
     job = make_job(params)  # the tokenizer loads and the processor builds, as a run checks first
@@ -33,12 +32,7 @@ def cache_plan(params: CacheParams) -> dict:
     if params.val_size is not None or params.shuffle:
         return _split_plan(params, inputs, storage)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
-    earlier = committer.previous_by_input()
-    committed = [earlier.get(u) for u in inputs]
-    outputs = [
-        standing_output(u, params.output, job.output_format, c and c["output_url"]) for u, c in zip(inputs, committed)
-    ]
-    plan = plan_chunks(inputs, outputs, committed, params.run.verify_hits, storage, params.run.trust_stamps)
+    _, _, plan = rerun_plan(params, job, inputs, committer, storage)
     return _report("cache", params.output, inputs, plan)
 
 

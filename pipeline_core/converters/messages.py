@@ -27,7 +27,6 @@ from pipeline_core.converters.fields import (
     as_str,
     json_type,
     lookup_role,
-    optional_list,
     required_list,
     required_str,
     required_turns,
@@ -42,7 +41,7 @@ from pipeline_core.converters.sample import (
     block,
     message,
 )
-from pipeline_core.converters.tools import tool_call_blocks, tools_json
+from pipeline_core.converters.tools import message_tool_calls, tool_call_blocks, tools_json
 from pipeline_core.errors import RowError
 
 _ROLES = {role: role for role in ROLES}
@@ -56,7 +55,7 @@ def validate_message(value: Any, field: str) -> Message:
     role = lookup_role(required_str(msg, "role", f"{field}.role"), _ROLES, f"{field}.role")
     blocks = required_list(msg, "content", f"{field}.content")
     content = [c for j, b in enumerate(blocks) for c in _validate_block(b, f"{field}.content[{j}]")]
-    content = _reasoning(msg, field) + content + _tool_calls(msg, role, field)
+    content = _reasoning(msg, field) + content + message_tool_calls(msg, role, field)
     return message(role, content, _loss_weight(msg.get("loss_weight"), f"{field}.loss_weight"))
 
 
@@ -82,17 +81,6 @@ def _reasoning(msg: Mapping[str, Any], field: str) -> list[ContentBlock]:
     if value is None:
         return []
     return [block("reasoning", as_str(value, f"{field}.reasoning_content"))]
-
-
-def _tool_calls(msg: Mapping[str, Any], role: str, field: str) -> list[ContentBlock]:
-    calls = optional_list(msg, "tool_calls", f"{field}.tool_calls")
-    if calls and role != "assistant":
-        raise RowError(
-            "invalid_tool_call",
-            f"{field}.tool_calls found on a {role!r} message; only assistant messages call tools",
-            f"{field}.tool_calls",
-        )
-    return [b for i, c in enumerate(calls) for b in tool_call_blocks(c, f"{field}.tool_calls[{i}]")]
 
 
 def _validate_block(value: Any, field: str) -> list[ContentBlock]:

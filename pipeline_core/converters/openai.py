@@ -17,7 +17,6 @@ from pipeline_core.converters.fields import (
     as_str,
     json_type,
     lookup_role,
-    optional_list,
     optional_str,
     required_str,
     required_turns,
@@ -34,7 +33,7 @@ from pipeline_core.converters.sample import (
     block,
     message,
 )
-from pipeline_core.converters.tools import tool_call_blocks, tools_json
+from pipeline_core.converters.tools import message_tool_calls, tools_json
 from pipeline_core.errors import RowError
 
 _ROLES = {role: role for role in ROLES}
@@ -54,7 +53,7 @@ def openai_turn(turn: Any, field: str) -> Message:
     turn = as_dict(turn, field)
     role = lookup_role(required_str(turn, "role", f"{field}.role"), _ROLES, f"{field}.role")
     content = [*_reasoning(turn, field), *_content(turn.get("content"), f"{field}.content")]
-    content += _tool_calls(turn, role, field)
+    content += message_tool_calls(turn, role, field)
     if not content and turn.get("content") is None:
         raise RowError("missing_field", f"{field} has neither content nor tool_calls", f"{field}.content")
     return message(role, content)
@@ -97,17 +96,6 @@ def _url(value: Any, field: str) -> str:
     if isinstance(value, Mapping):
         return required_str(value, "url", f"{field}.url")
     return as_str(value, field)
-
-
-def _tool_calls(turn: Mapping[str, Any], role: str, field: str) -> list[ContentBlock]:
-    calls = optional_list(turn, "tool_calls", f"{field}.tool_calls")
-    if calls and role != "assistant":
-        raise RowError(
-            "invalid_tool_call",
-            f"{field}.tool_calls found on a {role!r} message; only assistant messages call tools",
-            f"{field}.tool_calls",
-        )
-    return [b for i, c in enumerate(calls) for b in tool_call_blocks(c, f"{field}.tool_calls[{i}]")]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from pipeline_core.converters.fields import json_type
+from pipeline_core.converters.fields import json_type, optional_list
 from pipeline_core.converters.sample import ContentBlock, block
 from pipeline_core.errors import RowError
 
@@ -57,3 +58,15 @@ def tool_call_blocks(value: Any, field: str) -> list[ContentBlock]:
         f"or a non-empty list of them, got {json_type(parsed)}",
         field,
     )
+
+
+def message_tool_calls(msg: Mapping[str, Any], role: str, field: str) -> list[ContentBlock]:
+    """The ``tool_calls`` list of an OpenAI-style message as ``tool_calls`` blocks; only an assistant calls tools."""
+    calls = optional_list(msg, "tool_calls", f"{field}.tool_calls")
+    if calls and role != "assistant":
+        raise RowError(
+            "invalid_tool_call",
+            f"{field}.tool_calls found on a {role!r} message; only assistant messages call tools",
+            f"{field}.tool_calls",
+        )
+    return [b for i, c in enumerate(calls) for b in tool_call_blocks(c, f"{field}.tool_calls[{i}]")]
