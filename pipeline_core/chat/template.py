@@ -45,16 +45,14 @@ token string, which the rendered text would turn into a control token).
 
 from __future__ import annotations
 
-import bisect
 import copy
 import json
 import re
 from typing import Literal
 
-import numpy as np
-
 from pipeline_core.chat.messages import TemplateConversation, template_conversation, texts_of
 from pipeline_core.chat.pieces import Piece
+from pipeline_core.chat.span_cuts import Span, cut_pieces, mask_error
 from pipeline_core.chat.strategies import PromptStrategy, StrategyFactory
 from pipeline_core.converters.sample import Message, text_message
 from pipeline_core.errors import ConfigError, RowError
@@ -63,7 +61,6 @@ from pipeline_core.tokenizer.chat_template import render_chat_template, render_w
 
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
 PROBE = [text_message("user", "Hello there."), text_message("assistant", "Hi! How can I help?")]
-Span = tuple[int, int, int]  # [start, end) in the rendered text, index of the template message
 Rewritten = Literal["last", "per_turn", "refuse"]
 REWRITTEN = ("last", "per_turn", "refuse")
 Rendering = tuple[list[tuple[str, list[Span]]], list[int]]  # (each sample's text and spans, owners)
@@ -155,7 +152,7 @@ class TemplateStrategy(PromptStrategy):
                 out.append(r)
                 continue
             samples, owners = r
-            cut = [_pieces(text, spans, owners, *next(encoded)) for text, spans in samples]
+            cut = [cut_pieces(text, spans, owners, *next(encoded)) for text, spans in samples]
             errors = [c for c in cut if isinstance(c, RowError)]
             out.append(errors[0] if errors else cut)
         return out
@@ -225,7 +222,7 @@ class TemplateStrategy(PromptStrategy):
         content = conversation.messages[k]["content"]
         start = through.rfind(content, after) if content else -1
         if start < 0 or not full.startswith(through):
-            raise _mask_error(
+            raise mask_error(
                 f"message {conversation.owners[k]} ({conversation.messages[k]['role']}) is not written as "
                 "its text, or renders differently alone than inside the whole conversation",
                 conversation.owners[k],
@@ -239,7 +236,7 @@ class TemplateStrategy(PromptStrategy):
         before = self._render(template, conversation, chat[:k], True)
         through = self._render(template, conversation, chat[: k + 1], False)
         if not through.startswith(before):
-            raise _mask_error(
+            raise mask_error(
                 "rendering messages[:i] with add_generation_prompt=True is not a prefix of rendering "
                 f"messages[:i+1] at message {conversation.owners[k]}",
                 conversation.owners[k],
@@ -253,7 +250,7 @@ class TemplateStrategy(PromptStrategy):
         (or through each one, ``per_turn``), that turn alone a span. ``owner``: the v1 message
         whose turn has no exact answer inside the whole render."""
         if self.rewritten == "refuse" or self.trained_roles != {"assistant"}:
-            raise _mask_error(
+            raise mask_error(
                 f"the template rewrites history: message {owner} has no exact answer inside the whole "
                 "conversation; rewritten='last' trains the last turn on the render up to it",
                 owner,
@@ -271,13 +268,13 @@ class TemplateStrategy(PromptStrategy):
                 template, conversation.messages, conversation.tools, **self._variables
             )
         except ValueError as e:
-            raise _mask_error(str(e), None) from None
+            raise mask_error(str(e), None) from None
         assistants = [k for k, m in enumerate(conversation.messages) if m["role"] == "assistant"]
         if len(spans) == len(assistants):
             return text, [(start, end, k) for (start, end), k in zip(spans, assistants)]
         if len(spans) == 1 and self._inside_last(template, conversation, assistants, spans[0]):
             return text, [(*spans[0], assistants[-1])]
-        raise _mask_error(
+        raise mask_error(
             f"its {{% generation %}} blocks produced {len(spans)} span(s) for {len(assistants)} assistant "
             "message(s); every assistant message needs exactly one, or only the last one has one",
             None,
@@ -354,57 +351,7 @@ def _checked_kwargs(kwargs: dict | None) -> dict:
     return kwargs
 
 
-def _pieces(
-    text: str, spans: list[Span], owners: list[int], ids: np.ndarray, offsets: list[tuple[int, int]]
-) -> list[Piece] | RowError:
-    """Cut the ids of the whole text at the tokens whose offsets are the span edges."""
-    pieces, start, chars = [], 0, 0
-    try:
-        for value, owner, target in _segments(text, spans, owners):
-            chars += len(value)
-            end = _cut(offsets, chars, text) if chars < len(text) else ids.size
-            pieces.append(Piece(ids=ids[start:end], message=owner, target=target))
-            start = end
-    except RowError as e:
-        return e
-    return pieces
-
-
-def _cut(offsets: list[tuple[int, int]], edge: int, text: str) -> int:
-    """The number of tokens before character ``edge``; a token crossing it is a RowError."""
-    cut = bisect.bisect_left(offsets, edge, key=_start)
-    if cut > 0 and offsets[cut - 1][1] > edge:
-        near = text[max(0, edge - 12) : edge + 12]
-        raise _mask_error(
-            f"a token crosses the start or end of an assistant turn near {near!r}, so no exact mask exists", None
-        )
-    return cut
-
-
-def _start(offset: tuple[int, int]) -> int:
-    return offset[0]
-
-
-def _mask_error(problem: str, owner: int | None) -> RowError:
-    return RowError(
-        "template_mask",
-        f"the chat template cannot be masked exactly: {problem}. Add {{% generation %}} blocks around "
-        "the assistant output in the template, or use the chatml strategy",
-        None if owner is None else f"messages[{owner}]",
-    )
-
-
 def _no_runs() -> ConfigError:
     return ConfigError(
         "the template strategy renders whole conversations (render_messages); it has no query/response runs"
     )
-
-
-def _segments(text: str, spans: list[Span], owners: list[int]) -> list[tuple[str, int, bool]]:
-    """The text cut at the span edges: (part, owning v1 message or -1, is a span), empty parts left out."""
-    parts, pos = [], 0
-    for start, end, k in spans:
-        parts += [(text[pos:start], -1, False), (text[start:end], owners[k], True)]
-        pos = end
-    parts.append((text[pos:], -1, False))
-    return [p for p in parts if p[0]]
