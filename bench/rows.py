@@ -17,62 +17,20 @@ import resource
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.corpus import FIXTURES, GPT2, GPT2_EOS, read_column  # noqa: E402
+from bench.measure import Context, Measured, Row, timed  # noqa: E402, F401  (Row: re-exported)
+from bench.peers import datasets_map, datatrove_tokenizer  # noqa: E402
 
 BATCH = 1000  # texts per raw encode call, as the issue's reference numbers were taken
 SMALL_ROWS = 200  # rows in the per-run-cost job (flow_small_job)
 FLOW_RUNS = 5  # the flow rows' per-run costs vary more than the others' (server calls, threads)
 PACK = 2048
 FIELDS = {"pt": ("text",), "sft": ("query", "response"), "dpo": ("query", "chosen", "rejected")}
-
-
-@dataclass(frozen=True)
-class Context:
-    corpus: Path  # holds pt/, sft/, dpo/ folders of train_chunk_{i}.jsonl
-    work: Path  # an empty folder for this run's outputs
-
-    def files(self, shape: str) -> list[Path]:
-        return sorted(self.folder(shape).glob("*.jsonl"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
-
-    def folder(self, shape: str) -> Path:
-        return self.corpus / shape
-
-
-@dataclass
-class Measured:
-    seconds: float
-    tokens: int | None  # None: the row does not count tokens; the reference count is used
-    detail: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Row:
-    """``reference``: the row whose wall time, on the same input, ``ratio`` divides by.
-    ``target``: the ratio the issue asks for. ``fast``: the raw gigatoken row on the same input,
-    to show what share of the fast backend's speed a pipeline row keeps. ``needs``: a module
-    that must import for the row to run. ``runs``: at least this many repetitions, whatever
-    ``--repeat`` says."""
-
-    name: str
-    shape: str
-    run: Callable[[Context], Measured]
-    reference: str | None = None
-    target: float | None = None
-    fast: str | None = None
-    needs: str | None = None
-    note: str = ""
-    runs: int = 1
-
-
-def timed(work: Callable[[], object]) -> tuple[float, object]:
-    start = time.perf_counter()
-    out = work()
-    return time.perf_counter() - start, out
 
 
 # ---- raw encoders -------------------------------------------------------------------------------
@@ -304,54 +262,6 @@ def datasets_to_json(ctx: Context) -> Measured:
     ctx.work.mkdir(parents=True, exist_ok=True)
     seconds, _ = timed(lambda: ds.to_json(str(ctx.work / "train.jsonl")))
     return Measured(seconds, None, {"rows": len(ds)})
-
-
-# ---- peers --------------------------------------------------------------------------------------
-def datatrove_tokenizer(ctx: Context) -> Measured:
-    """datatrove's DocumentTokenizer with its defaults (shuffled output), one task per chunk, 2 workers."""
-    from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.readers import JsonlReader
-    from datatrove.pipeline.tokens import DocumentTokenizer
-
-    out = ctx.work / "datatrove"
-    executor = LocalPipelineExecutor(
-        pipeline=[
-            JsonlReader(str(ctx.folder("pt")), glob_pattern="*.jsonl"),
-            DocumentTokenizer(str(out), tokenizer_name_or_path=str(GPT2), eos_token=GPT2_EOS),
-        ],
-        tasks=len(ctx.files("pt")),
-        workers=2,
-        logging_dir=str(ctx.work / "datatrove-logs"),
-    )
-    seconds, _ = timed(executor.run)
-    tokens = sum(p.stat().st_size for p in out.glob("*.ds")) // 2  # uint16 ids: GPT-2's vocab fits
-    return Measured(seconds, tokens, {"files": len(list(out.glob("*.ds")))})
-
-
-def datasets_map(ctx: Context) -> Measured:
-    """``load_dataset('json')`` + ``map(tokenize, batched=True, num_proc=2)`` + ``save_to_disk``."""
-    import datasets
-    import pyarrow.compute as pc
-    from tokenizers import Tokenizer
-
-    datasets.disable_progress_bars()
-    tok = Tokenizer.from_file(str(GPT2))
-    eos = tok.token_to_id(GPT2_EOS)
-
-    def tokenize(batch: dict) -> dict:
-        return {"input_ids": [e.ids + [eos] for e in tok.encode_batch(batch["text"])]}
-
-    def work():
-        ds = datasets.load_dataset(
-            "json", data_files=[str(p) for p in ctx.files("pt")], split="train", cache_dir=str(ctx.work / "hf-cache")
-        )
-        ds = ds.map(tokenize, batched=True, num_proc=2, remove_columns=["text"])
-        ds.save_to_disk(str(ctx.work / "saved"))
-        return ds
-
-    seconds, ds = timed(work)
-    tokens = int(pc.sum(pc.list_value_length(ds.data.column("input_ids"))).as_py())
-    return Measured(seconds, tokens, {"rows": len(ds)})
 
 
 # ---- the table ----------------------------------------------------------------------------------
