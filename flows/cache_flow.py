@@ -61,6 +61,7 @@ def make_job(params: CacheParams) -> CacheJob:
         batch_size=params.batch_size,
         batch_bytes=params.batch_bytes,
         compression=params.compression,
+        position_ids=params.position_ids,
         endpoint=params.run.storage.endpoint_url,
     )
     CacheOptions(**job.cache_options())  # impossible combinations fail here, before any task
