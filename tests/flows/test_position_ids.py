@@ -1,5 +1,6 @@
 """``h5pipe cache --position-ids derived``: keyed like every other setting (a rerun with the other
-choice is refused, then recomputed with --overwrite), and ``h5pipe verify`` accepts the folder."""
+choice is refused, then recomputed with --overwrite); ``h5pipe verify`` accepts the folder and
+``h5pipe inspect`` says the position ids are derived."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ def test_the_cli_flag_writes_a_folder_verify_accepts(tmp_path, llamafactory, gpt
         assert "position_ids" not in f
     verified = CliRunner().invoke(app, ["verify", str(out)])
     assert verified.exit_code == 0, verified.output
+    shown = CliRunner().invoke(app, ["inspect", str(out / "c4_demo.h5")])
+    assert shown.exit_code == 0 and "position_ids: not stored, derived from cu_seqlens" in shown.output
 
 
 def test_derived_without_packing_is_a_bad_argument(tmp_path, llamafactory, gpt2_path):
