@@ -21,7 +21,7 @@ from flows.chunks import (
 from flows.commit import Committer
 from flows.params import CacheParams, redacted
 from flows.plan import Plan, merged, plan_chunks, stamp_outputs
-from flows.reporting import Progress, publish_cache_report
+from flows.reporting import Progress, publish_cache_report, tail_warning
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
@@ -61,6 +61,7 @@ def make_job(params: CacheParams) -> CacheJob:
         batch_size=params.batch_size,
         batch_bytes=params.batch_bytes,
         compression=params.compression,
+        position_ids=params.position_ids,
         endpoint=params.run.storage.endpoint_url,
     )
     CacheOptions(**job.cache_options())  # impossible combinations fail here, before any task
@@ -213,7 +214,9 @@ def _cache_run_locked(params: CacheParams) -> dict:
     stamp_outputs(results, committer, storage, listed=plan.reused_output_infos())
     check_error_rates(results, params.max_error_rate)
     check_min_samples(results, params.min_samples)
-    summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started)
+    summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started, params.pack_size)
+    if warning := tail_warning(summary):
+        logger.warning(warning)
     save_run_record(
         params.output, "cache", redacted(params), summary, storage, tokenizer_fingerprint=job.tokenizer_fingerprint
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from pipeline_core.formats.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, narrowed_keys, open_h5
+from pipeline_core.formats.positions import derived_keys
 from pipeline_core.storage.fs import join_url, url_to_fs
 
 RUN_RECORD = "h5pipe-run.json"
@@ -43,6 +44,8 @@ def describe_file(url: str, tokenizer_path: str | None = None, index: int = 0) -
         for key in data_keys(f):
             read_as = f" (read as {narrowed[key]})" if key in narrowed else ""
             lines.append(f"  {key}: {_count(f, key)} samples, shape {f[key].shape}, dtype {f[key].dtype}{read_as}")
+        for key in derived_keys(f):
+            lines.append(f"  {key}: not stored, derived from cu_seqlens on read (load_h5 int32, H5Dataset int64)")
         main = next((k for k in ("sequence", "chosen") if k in f), None)
         path = tokenizer_path or tokenizer_path_from_run_record(url)
         count = _count(f, main) if main else 0

@@ -195,6 +195,11 @@ class CacheParams(BaseModel):
     compression: Literal["gzip", "lzf"] | None = Field(
         None, description="HDF5 compression filter (docs/performance.md)"
     )
+    position_ids: Literal["stored", "derived"] = Field(
+        "stored",
+        description="packed HDF5: store position_ids per token, or derive them from cu_seqlens on read "
+        "(smaller files; load_h5 and H5Dataset give the same values; docs/formats.md)",
+    )
     run: RunOptions = Field(default_factory=RunOptions)
 
     @field_validator("processor")

@@ -10,6 +10,7 @@ from prefect.artifacts import (
 )
 
 from flows.progress import notify
+from pipeline_core.packing.tails import TAIL_WARNING, chunk_tails
 from tasks.models import ChunkResult
 
 
@@ -52,7 +53,7 @@ def chunk_rows(results: list[ChunkResult], cached: list[bool]) -> list[dict]:
     ]
 
 
-def totals(results: list[ChunkResult]) -> dict:
+def totals(results: list[ChunkResult], pack_size: int = 0) -> dict:
     skipped: dict[str, int] = {}
     for r in results:
         for reason, n in r.skipped.items():
@@ -66,21 +67,43 @@ def totals(results: list[ChunkResult]) -> dict:
         "rows_truncated": sum(r.rows_truncated for r in results),
         "tokens_written": sum(r.tokens_written for r in results),
         "packs": sum(r.packs for r in results),
-        **packing_summary(results),
+        **packing_summary(results, pack_size),
     }
 
 
-def packing_summary(results: list[ChunkResult]) -> dict:
-    """Pack utilisation against the lower bound (total tokens / pack size, rounded up, per chunk)."""
+def packing_summary(results: list[ChunkResult], pack_size: int = 0) -> dict:
+    """Pack utilisation against the lower bound (total tokens / pack size, rounded up, per chunk),
+    and with ``pack_size`` what chunk tails cost (``packing.tails``)."""
     packed = [r for r in results if r.packs]
     if not packed:
         return {}
-    filled = sum(r.pack_fill * r.packs for r in packed) / sum(r.packs for r in packed)
-    return {"pack_utilisation": round(filled, 4), "lower_bound_packs": sum(r.lower_bound_packs for r in packed)}
+    packs = sum(r.packs for r in packed)
+    filled = sum(r.pack_fill * r.packs for r in packed) / packs
+    summary = {"pack_utilisation": round(filled, 4), "lower_bound_packs": sum(r.lower_bound_packs for r in packed)}
+    if pack_size > 0:
+        tails = chunk_tails([round(r.pack_fill * r.packs * pack_size) for r in packed], packs, pack_size)
+        summary["chunk_tail_packs"] = tails.tail_packs
+        summary["one_stream_pack_utilisation"] = round(tails.one_stream_utilisation, 4)
+    return summary
 
 
-def publish_cache_report(results: list[ChunkResult], cached: list[bool], output: str, seconds: float) -> dict:
-    summary = totals(results)
+def tail_warning(summary: dict) -> str | None:
+    """A warning when chunk tails waste more than ``TAIL_WARNING`` of the packs, saying the cure."""
+    tails, packs = summary.get("chunk_tail_packs", 0), summary.get("packs", 0)
+    if not packs or tails / packs <= TAIL_WARNING:
+        return None
+    return (
+        f"{tails} of {packs} packs are chunk tails: each of {summary['chunks']} chunks pads its own last pack "
+        f"(pack utilisation {summary['pack_utilisation']}, one stream would reach "
+        f"{summary['one_stream_pack_utilisation']}); export with larger chunks (chunk_size) or merge small JSONL "
+        "files before caching (docs/formats.md, 'Packing and chunk size')"
+    )
+
+
+def publish_cache_report(
+    results: list[ChunkResult], cached: list[bool], output: str, seconds: float, pack_size: int = 0
+) -> dict:
+    summary = totals(results, pack_size)
     summary["cached_chunks"] = sum(cached)
     summary["seconds"] = round(seconds, 3)
     computed = sum(r.tokens_written for r, hit in zip(results, cached) if not hit)

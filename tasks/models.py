@@ -10,7 +10,8 @@ from pydantic import BaseModel, Field
 from pipeline_core.commit.standing import Published
 from pipeline_core.formats.jsonl import BATCH_BYTES
 
-UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate", "compression")  # compression: keyed below
+# compression and position_ids: keyed below, only away from their defaults
+UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate", "compression", "position_ids")
 
 
 class CacheJob(BaseModel):
@@ -36,6 +37,7 @@ class CacheJob(BaseModel):
     batch_size: int = 1024
     batch_bytes: int | None = BATCH_BYTES
     compression: str | None = None
+    position_ids: str = "stored"
     endpoint: str | None = None  # part of the output's identity; credentials are not
 
     def cache_options(self) -> dict:
@@ -53,6 +55,7 @@ class CacheJob(BaseModel):
             "max_error_rate": self.max_error_rate,
             "max_row_bytes": self.max_row_bytes,
             "compression": self.compression,
+            "position_ids": self.position_ids,
         }
 
     def settings(self) -> dict:
@@ -66,6 +69,7 @@ class CacheJob(BaseModel):
             # batch bounds and the error-rate limit never change what a file holds
             **{k: v for k, v in self.cache_options().items() if k not in UNKEYED_OPTIONS},
             **({"compression": self.compression} if self.compression else {}),  # None: keys as before it existed
+            **({"position_ids": self.position_ids} if self.position_ids != "stored" else {}),  # likewise
             "format_version": FORMAT_VERSION,
         }
 

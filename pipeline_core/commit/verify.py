@@ -22,6 +22,7 @@ from pipeline_core.commit.manifest import MANIFEST, ManifestError, load_manifest
 from pipeline_core.commit.standing import Published, still_stands
 from pipeline_core.commit.sweep import is_temp_name, stale_temps
 from pipeline_core.formats.h5 import COMPLETE_ATTR, OFFSETS_SUFFIX, decode_attr, open_h5
+from pipeline_core.formats.positions import POSITION_IDS, STORAGE_ATTR
 from pipeline_core.storage.fs import fetch_files, join_url, url_to_fs
 
 OUTPUT_SUFFIXES = (".h5", ".jsonl", ".bin", ".idx")  # outputs and parts (quarantine files, Megatron pairs)
@@ -77,9 +78,20 @@ def _structure_problems(f) -> list[str]:
     if missing:
         problems.append(f"missing datasets {missing}")
     problems += _count_problems(f, attrs, [k for k in keys if k in f])
+    problems += _position_problems(f, attrs)
     if attrs.get("rows_read") != attrs.get("samples_written", 0) + attrs.get("rows_skipped", 0):
         problems.append("rows_read != samples_written + rows_skipped")
     return problems
+
+
+def _position_problems(f, attrs: dict) -> list[str]:
+    """A packed HDF5 file stores ``position_ids`` or derives them from ``cu_seqlens``
+    (``position_ids_storage = "derived"``, see formats.positions): it must hold what it needs."""
+    if attrs.get("pack_size", 0) <= 0 or "cu_seqlens" not in (attrs.get("keys") or []):
+        return []
+    if attrs.get(STORAGE_ATTR) == "derived":
+        return ["position_ids stored in a file that derives them"] if POSITION_IDS in f else []
+    return [] if POSITION_IDS in f else ["no position_ids and no position_ids_storage='derived'"]
 
 
 def expected_rows(attrs: dict) -> int | None:

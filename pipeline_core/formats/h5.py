@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
+from pipeline_core.formats.positions import POSITION_IDS, derived_keys, read_position_ids
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.storage.fs import join_url, local_staging, url_to_fs
 from pipeline_core.version import FORMAT_VERSION
@@ -276,14 +277,29 @@ def data_keys(handle: h5py.File) -> list[str]:
     return [k for k in handle if not k.endswith(OFFSETS_SUFFIX)]
 
 
+def reader_keys(handle: h5py.File) -> list[str]:
+    """The keys readers give: the stored ones plus any the file derives (``position_ids``), in
+    name order as h5py lists stored ones."""
+    derived = derived_keys(handle)
+    return sorted([*data_keys(handle), *derived]) if derived else data_keys(handle)
+
+
+def read_whole(handle: h5py.File, key: str) -> np.ndarray:
+    """Every value of ``key`` in the dtype it was written from (derived keys computed)."""
+    if key == POSITION_IDS and key not in handle:
+        return read_position_ids(handle)
+    return widened(handle[key][...])
+
+
 def load_h5(file_path: str, share_memory: bool = False, storage_options: dict | None = None) -> dict:
-    """``{key: 2-D tensor}`` for fixed-length keys, ``{key: [1-D tensor, ...]}`` for variable ones."""
+    """``{key: 2-D tensor}`` for fixed-length keys, ``{key: [1-D tensor, ...]}`` for variable ones.
+    Derived ``position_ids`` (see ``formats.positions``) come back as stored ones would: int32."""
     import torch
 
     out = {}
     with open_h5(file_path, storage_options) as f:
-        for key in data_keys(f):
-            values = torch.from_numpy(widened(f[key][...]))
+        for key in reader_keys(f):
+            values = torch.from_numpy(read_whole(f, key))
             if share_memory:
                 values.share_memory_()
             if key + OFFSETS_SUFFIX in f:

@@ -3,7 +3,8 @@
 Item ``i`` counts across the files in natural order (``chunk_2`` before ``chunk_10``). An item is
 ``{key: tensor}``: for packed files a row of every ``[n, pack_size]`` key plus the pack's
 ``cu_seqlens``; for unpacked files each sample's slice of every flat key (via ``{key}_offsets``);
-for sentence-level files one sentence. Only complete files (attribute ``complete``) are accepted.
+for sentence-level files one sentence. A packed file written with ``position_ids: derived`` gives
+``position_ids`` too, computed from its ``cu_seqlens`` (the same values). Only complete files (attribute ``complete``) are accepted.
 
 Integer keys come back int64 (``LongTensor``, what embeddings and ``F.cross_entropy`` take) whatever
 the stored width (int32, uint16...), except ``cu_seqlens``, which stays int32 as flash-attention's
@@ -38,7 +39,8 @@ from torch.utils.data import Dataset
 
 from pipeline_core.commit.manifest import committed_outputs, load_manifest
 from pipeline_core.commit.stamps import file_infos, stamp_of
-from pipeline_core.formats.h5 import OFFSETS_SUFFIX, data_keys, decode_attr, refuse_links, require_complete
+from pipeline_core.formats.h5 import OFFSETS_SUFFIX, decode_attr, reader_keys, refuse_links, require_complete
+from pipeline_core.formats.positions import POSITION_IDS, pack_rows, read_position_ids
 from pipeline_core.loader.collate import IGNORE_INDEX, H5Collate
 from pipeline_core.storage import records
 from pipeline_core.storage.fs import fetch_files, is_local, url_to_fs
@@ -158,12 +160,13 @@ class FileIndex:
     def read(cls, path: str, keys: list[str] | None) -> FileIndex:
         with _open_checked(path) as handle:
             require_complete(handle, path)
-            if not data_keys(handle):  # every row of its chunk was skipped
+            available = reader_keys(handle)  # stored keys and derived position_ids
+            if not available:  # every row of its chunk was skipped
                 return cls(0, (), frozenset(), frozenset(), _attrs(handle))
-            wanted = keys or data_keys(handle)
-            missing = [k for k in wanted if k not in handle]
+            wanted = keys or available
+            missing = [k for k in wanted if k not in available]
             if missing:
-                raise KeyError(f"{path} has no key(s) {missing}; available keys: {data_keys(handle)}")
+                raise KeyError(f"{path} has no key(s) {missing}; available keys: {available}")
             counts = {k: _count(handle, k) for k in wanted}
             attrs = _attrs(handle)
         if len({n for n, _ in counts.values()}) > 1:
@@ -179,6 +182,8 @@ def _attrs(handle: h5py.File) -> dict:
 
 def _count(handle: h5py.File, key: str) -> tuple[int, bool]:
     """(items, is ragged) of one key."""
+    if _is_derived(handle, key):
+        return pack_rows(handle)[0], False
     if key + OFFSETS_SUFFIX in handle:
         return handle[key + OFFSETS_SUFFIX].shape[0] - 1, True
     if handle[key].ndim == 2:
@@ -201,7 +206,14 @@ def _check_same_keys(indexes: list[FileIndex], paths: list[str]) -> FileIndex:
     return first
 
 
+def _is_derived(handle: h5py.File, key: str) -> bool:
+    """Whether ``key`` is computed on read (position ids of a ``position_ids: derived`` file)."""
+    return key == POSITION_IDS and key not in handle
+
+
 def _read(handle: h5py.File, key: str, i: int, ragged: bool) -> np.ndarray:
+    if _is_derived(handle, key):
+        return read_position_ids(handle, i, i + 1)[0]
     if not ragged:
         return _torch_ready(handle[key][i])
     start, stop = handle[key + OFFSETS_SUFFIX][i : i + 2]
@@ -222,7 +234,8 @@ def _load_shared(
         out = {}
         for key in keys:
             # widened once here, so items stay zero-copy views of the shared tensors
-            values = _widened(key, torch.from_numpy(_torch_ready(handle[key][...]))).share_memory_()
+            stored = read_position_ids(handle) if _is_derived(handle, key) else _torch_ready(handle[key][...])
+            values = _widened(key, torch.from_numpy(stored)).share_memory_()
             offsets = torch.from_numpy(handle[key + OFFSETS_SUFFIX][...]).share_memory_() if key in ragged else None
             out[key] = (values, offsets)
         return out

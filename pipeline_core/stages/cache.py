@@ -13,7 +13,8 @@ Options beyond tokenizing (all recorded in the attributes):
   unpacked or packed, see ``formats.megatron.mindspeed``);
 - ``packing`` with ``pack_size > 0``: ``concat`` (streaming, the default) or ``bfd`` (whole
   samples, DPO pairs in one pack, over ``bfd_window`` samples); packed files also hold
-  ``position_ids`` and ``cu_seqlens`` (see ``h5_sink``);
+  ``position_ids`` and ``cu_seqlens`` (see ``h5_sink``); ``position_ids="derived"`` leaves the
+  per-token ``position_ids`` out, readers compute them from ``cu_seqlens`` (``formats.positions``);
 - ``split_sentences`` (pt only): documents become sentence items (see ``sentences``);
 - ``max_row_bytes`` (default 32 MiB, None: no limit): longer lines are quarantined as
   ``row_too_large`` without being parsed or held in memory;
@@ -37,6 +38,7 @@ from pipeline_core.formats.jsonl import BATCH_BYTES, JsonlReader, LineBatch, che
 from pipeline_core.formats.keys import KeyLayout
 from pipeline_core.formats.megatron.mindspeed import MindSpeedSink
 from pipeline_core.formats.megatron.output import LEVELS, MegatronSink, megatron_name
+from pipeline_core.formats.positions import STORAGE_ATTR, PositionIds
 from pipeline_core.memory.heap import HeapTrimmer
 from pipeline_core.packing.stage import Packing, PackStage, fit_batch, make_pack_stage
 from pipeline_core.processors.base import Processor
@@ -75,6 +77,7 @@ class CacheOptions:
     max_error_rate: float | None = None  # share of quarantined rows that fails the chunk
     batch_bytes: int | None = BATCH_BYTES  # a batch also ends at this many bytes of JSON (see JsonlReader)
     compression: str | None = None  # HDF5 filter: gzip or lzf (recorded in the 'compression' attribute)
+    position_ids: PositionIds = "stored"  # packed HDF5: per token, or derived from cu_seqlens on read
 
     def __post_init__(self) -> None:
         check_max_error_rate(self.max_error_rate)
@@ -92,6 +95,12 @@ class CacheOptions:
             raise ConfigError(
                 "packing applies to the HDF5 output and Megatron builds its own samples at load time: "
                 "use output_format='both' or pack_size=0"
+            )
+        _choice("position_ids", self.position_ids, get_args(PositionIds))
+        if self.position_ids == "derived" and not self.packed:
+            raise ConfigError(
+                "position_ids='derived' applies to packed HDF5 output (pack_size > 0); unpacked files store no "
+                "position ids: leave position_ids at 'stored' or set pack_size"
             )
         if self.packed and self.split_sentences:
             raise ConfigError("sentence items are not packed: use split_sentences=False or pack_size=0")
@@ -194,7 +203,7 @@ def open_chunk(
         pad = resolve_pad_value(processor, options.pack_size, options.pad_value)
         narrow = narrowed_keys(layout, processor.tokenizer.vocab_size, options.pack_size, pad)
         writer = H5Writer(h5_path, compression=options.compression, narrow=narrow)
-        h5 = H5Sink(writer, layout, packer, h5_path + ".deferred")
+        h5 = H5Sink(writer, layout, packer, h5_path + ".deferred", options.position_ids)
     megatron = None
     if options.output_format == "mindspeed":
         megatron = MindSpeedSink(output_dir, output_stem(input_url), layout, packer, storage_options)
@@ -324,6 +333,7 @@ def _pack_attrs(options: CacheOptions, stats: CacheStats, pad_value: int | None)
         "lower_bound_packs": stats.lower_bound_packs,
         "pack_truncated": stats.pack_truncated,
         "position_ids_restart": {"concat": "document_and_pack", "bfd": "document"}.get(stats.packing, ""),
+        STORAGE_ATTR: options.position_ids if packed else "",
     }
 
 

@@ -11,6 +11,9 @@ Packed, token-aligned keys are rows ``[n_packs, pack_size]`` and every pack also
     cu_seqlens     int32 flat + cu_seqlens_offsets: pack p's document boundaries
                    [0, end of doc 1, ..., end of last doc], pads after the last entry
 
+With ``position_ids="derived"`` the per-token ``position_ids`` dataset is left out and readers
+compute it from ``cu_seqlens`` (attribute ``position_ids_storage``, see ``formats.positions``).
+
 Per-sample keys (``media``) are one JSON list per pack (see ``pack_media``). Deferred keys go
 through a ``DeferredBuffer`` and reach the file only when fractional.
 
@@ -27,6 +30,7 @@ import numpy as np
 from pipeline_core.formats.deferred import DeferredBuffer
 from pipeline_core.formats.h5 import NARROW_IDS, H5Writer
 from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout, sentence_items
+from pipeline_core.formats.positions import PositionIds
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.packing.bfd import Packs
 from pipeline_core.packing.media import PackMedia
@@ -34,8 +38,16 @@ from pipeline_core.packing.stage import PackStage
 
 
 class H5Sink:
-    def __init__(self, writer: H5Writer, layout: KeyLayout, packer: PackStage | None, deferred_path: str) -> None:
+    def __init__(
+        self,
+        writer: H5Writer,
+        layout: KeyLayout,
+        packer: PackStage | None,
+        deferred_path: str,
+        position_ids: PositionIds = "stored",
+    ) -> None:
         self.writer, self.layout, self.packer = writer, layout, packer
+        self.store_positions = position_ids == "stored"
         self.deferred = DeferredBuffer(deferred_path)
         self._deferred_names = {layout.packed_name(k) for k in layout.deferred} if packer else set(layout.deferred)
         self._media: PackMedia | None = None
@@ -72,7 +84,8 @@ class H5Sink:
             return
         for key, rows in packs.arrays.items():
             self._sink(key).append_fixed(key, rows)
-        self.writer.append_fixed("position_ids", packs.position_ids)
+        if self.store_positions:  # else readers derive them from cu_seqlens (formats.positions)
+            self.writer.append_fixed("position_ids", packs.position_ids)
         self.writer.append_ragged("cu_seqlens", Ragged(packs.cu_seqlens, packs.cu_offsets))
         if self._media is not None:
             for key, values in self._media.take(packs).items():

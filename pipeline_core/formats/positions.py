@@ -1,0 +1,77 @@
+"""Packed position ids, stored per token or derived from ``cu_seqlens`` on read.
+
+A packed file (see ``stages.h5_sink``) has per pack ``cu_seqlens`` ``[0, s1, ..., used]``: the
+start of every segment (a document, or under concat the piece of one continuing from the
+previous pack) and, last, the end of the real tokens. The position ids are a function of them::
+
+    position_ids[p, j] = j - (last segment start <= j)   for j < used
+                         0                                for j >= used (pads)
+
+which is exactly what both packers store (``packing.bfd``, ``packing.concat``). With
+``position_ids: derived`` the writer leaves the per-token dataset out (2 of ~4 bytes a token
+with uint16 ids) and records ``position_ids_storage = "derived"``; ``load_h5`` and ``H5Dataset``
+compute the rows here, so a reader sees the same ``position_ids`` key, values and dtype as with
+a stored file (int32 from ``load_h5``, int64 from ``H5Dataset``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+PositionIds = Literal["stored", "derived"]
+POSITION_IDS = "position_ids"
+STORAGE_ATTR = "position_ids_storage"  # "stored" | "derived" on packed files; absent on older ones
+CU_SEQLENS = "cu_seqlens"
+
+
+def is_derived(handle) -> bool:
+    """Whether the open HDF5 file derives its position ids (none stored, see the module doc)."""
+    value = handle.attrs.get(STORAGE_ATTR, "")
+    return (value.decode() if isinstance(value, bytes) else str(value)) == "derived"
+
+
+def derived_keys(handle) -> list[str]:
+    """The keys a reader gives that the file computes rather than stores."""
+    return [POSITION_IDS] if is_derived(handle) and CU_SEQLENS in handle else []
+
+
+def pack_rows(handle) -> tuple[int, int]:
+    """(packs, pack_size) of a packed file, from its ``cu_seqlens`` offsets and attributes."""
+    packs = handle[CU_SEQLENS + "_offsets"].shape[0] - 1
+    return packs, int(handle.attrs["pack_size"])
+
+
+def read_position_ids(handle, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """int32 ``[stop - start, pack_size]``: the position ids of packs ``start:stop``, derived."""
+    packs, pack_size = pack_rows(handle)
+    stop = packs if stop is None else stop
+    offsets = handle[CU_SEQLENS + "_offsets"][start : stop + 1]
+    cu = handle[CU_SEQLENS][int(offsets[0]) : int(offsets[-1])] if offsets.size else np.zeros(0, np.int32)
+    return positions_from_cu(cu, offsets - offsets[0], pack_size)
+
+
+def positions_from_cu(cu_seqlens: np.ndarray, cu_offsets: np.ndarray, pack_size: int) -> np.ndarray:
+    """int32 ``[n, pack_size]`` position ids from the packs' flat ``cu_seqlens`` and their offsets."""
+    n = cu_offsets.size - 1
+    if n <= 0:
+        return np.zeros((0, pack_size), np.int32)
+    cu = np.asarray(cu_seqlens, dtype=np.int64)
+    is_end = np.zeros(cu.size, dtype=bool)
+    is_end[cu_offsets[1:] - 1] = True
+    pack_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(cu_offsets))
+    # every pack start resets too, so a pack whose entries were odd still never inherits positions
+    starts = np.union1d(pack_of[~is_end] * pack_size + cu[~is_end], np.arange(n, dtype=np.int64) * pack_size)
+    positions = _running_positions(starts, n * pack_size).reshape(n, pack_size)
+    positions[np.arange(pack_size)[None, :] >= cu[is_end][:, None]] = 0
+    return positions
+
+
+def _running_positions(starts: np.ndarray, size: int) -> np.ndarray:
+    """int32 ``[size]``: the distance to the last of ``starts`` (sorted, first 0) at or before each
+    index; one running sum of steps of 1 that drop back at every start."""
+    steps = np.ones(size, dtype=np.int32)
+    steps[0] = 0
+    steps[starts[1:]] = 1 - np.diff(starts).astype(np.int32)
+    return np.cumsum(steps, dtype=np.int32, out=steps)
