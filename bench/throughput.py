@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -63,23 +64,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def selected(rows: list[Row], only: str | None) -> list[Row]:
-    chosen = [r for r in rows if _available(r)]
+def selected(rows: list[Row], only: str | None) -> tuple[list[Row], dict[str, str]]:
+    """(the rows to run, {row: why it is skipped}) among the rows ``--only`` names."""
     if only:
         wanted = [w.strip() for w in only.split(",") if w.strip()]
-        chosen = [r for r in chosen if any(w in r.name for w in wanted)]
-    return chosen
+        rows = [r for r in rows if any(w in r.name for w in wanted)]
+    skipped = {r.name: why for r in rows if (why := missing(r))}
+    for name, why in skipped.items():
+        print(f"skipping {name}: {why}", flush=True)
+    return [r for r in rows if r.name not in skipped], skipped
 
 
-def _available(row: Row) -> bool:
+def missing(row: Row) -> str | None:
+    """Why the row cannot run here, or None."""
+    checkout = os.environ.get(row.needs_env or "", "")
+    if row.needs_env and not (checkout and Path(checkout).is_dir()):
+        return f"{row.needs_env} does not name a checkout (set {row.needs_env}=/path/to/checkout to run it)"
     if row.needs is None:
-        return True
+        return None
     try:
         __import__(row.needs)
     except ImportError:
-        print(f"skipping {row.name}: {row.needs} is not installed (pip install -e .[bench])", flush=True)
-        return False
-    return True
+        return f"{row.needs} is not installed (pip install -e .[bench])"
+    return None
 
 
 def run_rows(rows: list[Row], corpus: Corpus, run_dir: Path, repeat: int) -> list[Result]:
@@ -142,7 +149,8 @@ def main(argv: list[str] | None = None) -> Path:
     spec = CorpusSpec(args.size_mb, args.chunk_mb)
     corpus = build(args.out / f"corpus-{args.size_mb:g}mb-{args.chunk_mb:g}mb", spec)
     print(f"corpus: {corpus.text_bytes / 1e6:.1f} MB, {corpus.documents:,} documents at {corpus.root}", flush=True)
-    results = run_rows(selected(ROWS, args.only), corpus, run_dir, args.repeat) if args.table else []
+    rows, skipped = selected(ROWS, args.only) if args.table else ([], {})
+    results = run_rows(rows, corpus, run_dir, args.repeat)
     sizes = [float(s) for s in args.memory_mb.split(",")]
     memory = run_memory(sizes, args.out, run_dir, args.memory_repeat) if args.memory else []
     reruns = [run_rerun(float(mb), args.out, run_dir) for mb in args.rerun_mb.split(",")] if args.rerun else []
@@ -159,6 +167,7 @@ def main(argv: list[str] | None = None) -> Path:
         },
         "repeat": args.repeat,
         "rows": [asdict(r) for r in results],
+        "skipped": skipped,
         "memory": memory,
         "reruns": [r for r in reruns if r],
         "whole": wholes,
