@@ -11,8 +11,9 @@ every row of bench/rows.py, each repetition in a fresh process (bench/runner.py)
 ``--latest`` (the default) report.md and chart.png are also copied to bench/latest.md and
 bench/latest.png. ``--memory`` adds the peak RSS of the pt cache stage on one chunk of each
 ``--memory-mb`` size, ``--memory-repeat`` fresh runs each; the cached-rerun part runs a 100-chunk job of each ``--rerun-mb`` size
-through cache_flow twice; the whole-process rows (bench/whole.py, ``--no-whole`` skips them) time
-``h5pipe cache`` as a user runs it.
+through cache_flow twice; the whole-process rows (bench/whole.py and bench/chat_whole.py,
+``--no-whole`` skips them) time ``h5pipe cache`` as a user runs it, sft/dpo beside a
+``datasets.map`` script.
 See bench/README.md for what each row means.
 """
 
@@ -30,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import machine, report, whole  # noqa: E402
+from bench import chat_whole, machine, report, whole  # noqa: E402
 from bench.corpus import Corpus, CorpusSpec, build  # noqa: E402
 from bench.rows import MEMORY, RERUN, ROWS, Row  # noqa: E402
 from bench.runner import Result, measure  # noqa: E402
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None) -> Path:
     memory = run_memory(sizes, args.out, run_dir, args.memory_repeat) if args.memory else []
     reruns = [run_rerun(float(mb), args.out, run_dir) for mb in args.rerun_mb.split(",")] if args.rerun else []
     wholes = whole.run(args.out, args.repeat, corpus.folder("pt")) if args.whole else None
+    chats = chat_whole.run(corpus.root, args.out, args.repeat) if args.whole else None
     about["load_end"] = machine.load()
     summary = {
         "command": "python bench/throughput.py " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -171,6 +173,7 @@ def main(argv: list[str] | None = None) -> Path:
         "memory": memory,
         "reruns": [r for r in reruns if r],
         "whole": wholes,
+        "chat_whole": chats,
     }
     table = report.lines(results)
     write_outputs(summary, table, run_dir)
@@ -190,6 +193,8 @@ def write_outputs(summary: dict, table: list[report.Line], run_dir: Path) -> Non
     if summary.get("whole"):
         raw = next((r["seconds"] for r in summary["rows"] if r["name"] == "tokenizers encode_batch"), None)
         text = text.rstrip("\n") + "\n\n" + whole.markdown(summary["whole"], raw)
+    if summary.get("chat_whole"):
+        text = text.rstrip("\n") + "\n\n" + chat_whole.markdown(summary["chat_whole"])
     (run_dir / "report.md").write_text(text)
     if any(line.tokens_per_second for line in table):
         about = summary["machine"]
