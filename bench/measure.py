@@ -32,7 +32,8 @@ class Row:
     """``reference``: the row whose wall time, on the same input, ``ratio`` divides by.
     ``target``: the ratio the issue asks for. ``fast``: the raw gigatoken row on the same input,
     to show what share of the fast backend's speed a pipeline row keeps. ``needs``: a module
-    that must import for the row to run. ``runs``: at least this many repetitions, whatever
+    that must import for the row to run; ``needs_env``: an environment variable that must name an
+    existing path (a checkout of a tool that is not on PyPI). ``runs``: at least this many repetitions, whatever
     ``--repeat`` says."""
 
     name: str
@@ -44,6 +45,7 @@ class Row:
     needs: str | None = None
     note: str = ""
     runs: int = 1
+    needs_env: str | None = None
 
 
 def timed(work: Callable[[], object]) -> tuple[float, object]:

@@ -272,6 +272,8 @@ def markdown(report: dict, table: list[Line]) -> str:
         "of gigatoken = raw gigatoken's wall time on the same rows / this row's: the share of the fast "
         "backend's speed the row keeps. `*`: the row counts no tokens; the reference token count is shown.",
     ]
+    if report.get("skipped"):
+        parts += ["", "Rows not run here:", ""] + [f"- {name}: {why}" for name, why in report["skipped"].items()]
     flows = flow_lines(report.get("rows", []))
     flows += run_cost_lines(report.get("rows", []), corpus["text_bytes"])
     if flows:
@@ -292,7 +294,7 @@ def group(name: str) -> str:
         return "export"
     if name.startswith("h5pipe"):
         return "h5pipe"
-    if name.startswith(("datatrove", "datasets map")):
+    if name.startswith(("datatrove", "datasets map", "Megatron")):
         return "peer"
     return "raw"
 

@@ -11,8 +11,9 @@ every row of bench/rows.py, each repetition in a fresh process (bench/runner.py)
 ``--latest`` (the default) report.md and chart.png are also copied to bench/latest.md and
 bench/latest.png. ``--memory`` adds the peak RSS of the pt cache stage on one chunk of each
 ``--memory-mb`` size, ``--memory-repeat`` fresh runs each; the cached-rerun part runs a 100-chunk job of each ``--rerun-mb`` size
-through cache_flow twice; the whole-process rows (bench/whole.py, ``--no-whole`` skips them) time
-``h5pipe cache`` as a user runs it.
+through cache_flow twice; the whole-process rows (bench/whole.py and bench/chat_whole.py,
+``--no-whole`` skips them) time ``h5pipe cache`` as a user runs it, sft/dpo beside a
+``datasets.map`` script.
 See bench/README.md for what each row means.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -29,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import machine, report, whole  # noqa: E402
+from bench import chat_whole, machine, report, whole  # noqa: E402
 from bench.corpus import Corpus, CorpusSpec, build  # noqa: E402
 from bench.rows import MEMORY, RERUN, ROWS, Row  # noqa: E402
 from bench.runner import Result, measure  # noqa: E402
@@ -63,23 +65,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def selected(rows: list[Row], only: str | None) -> list[Row]:
-    chosen = [r for r in rows if _available(r)]
+def selected(rows: list[Row], only: str | None) -> tuple[list[Row], dict[str, str]]:
+    """(the rows to run, {row: why it is skipped}) among the rows ``--only`` names."""
     if only:
         wanted = [w.strip() for w in only.split(",") if w.strip()]
-        chosen = [r for r in chosen if any(w in r.name for w in wanted)]
-    return chosen
+        rows = [r for r in rows if any(w in r.name for w in wanted)]
+    skipped = {r.name: why for r in rows if (why := missing(r))}
+    for name, why in skipped.items():
+        print(f"skipping {name}: {why}", flush=True)
+    return [r for r in rows if r.name not in skipped], skipped
 
 
-def _available(row: Row) -> bool:
+def missing(row: Row) -> str | None:
+    """Why the row cannot run here, or None."""
+    checkout = os.environ.get(row.needs_env or "", "")
+    if row.needs_env and not (checkout and Path(checkout).is_dir()):
+        return f"{row.needs_env} does not name a checkout (set {row.needs_env}=/path/to/checkout to run it)"
     if row.needs is None:
-        return True
+        return None
     try:
         __import__(row.needs)
     except ImportError:
-        print(f"skipping {row.name}: {row.needs} is not installed (pip install -e .[bench])", flush=True)
-        return False
-    return True
+        return f"{row.needs} is not installed (pip install -e .[bench])"
+    return None
 
 
 def run_rows(rows: list[Row], corpus: Corpus, run_dir: Path, repeat: int) -> list[Result]:
@@ -142,11 +150,13 @@ def main(argv: list[str] | None = None) -> Path:
     spec = CorpusSpec(args.size_mb, args.chunk_mb)
     corpus = build(args.out / f"corpus-{args.size_mb:g}mb-{args.chunk_mb:g}mb", spec)
     print(f"corpus: {corpus.text_bytes / 1e6:.1f} MB, {corpus.documents:,} documents at {corpus.root}", flush=True)
-    results = run_rows(selected(ROWS, args.only), corpus, run_dir, args.repeat) if args.table else []
+    rows, skipped = selected(ROWS, args.only) if args.table else ([], {})
+    results = run_rows(rows, corpus, run_dir, args.repeat)
     sizes = [float(s) for s in args.memory_mb.split(",")]
     memory = run_memory(sizes, args.out, run_dir, args.memory_repeat) if args.memory else []
     reruns = [run_rerun(float(mb), args.out, run_dir) for mb in args.rerun_mb.split(",")] if args.rerun else []
     wholes = whole.run(args.out, args.repeat, corpus.folder("pt")) if args.whole else None
+    chats = chat_whole.run(corpus.root, args.out, args.repeat) if args.whole else None
     about["load_end"] = machine.load()
     summary = {
         "command": "python bench/throughput.py " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -159,9 +169,11 @@ def main(argv: list[str] | None = None) -> Path:
         },
         "repeat": args.repeat,
         "rows": [asdict(r) for r in results],
+        "skipped": skipped,
         "memory": memory,
         "reruns": [r for r in reruns if r],
         "whole": wholes,
+        "chat_whole": chats,
     }
     table = report.lines(results)
     write_outputs(summary, table, run_dir)
@@ -181,6 +193,8 @@ def write_outputs(summary: dict, table: list[report.Line], run_dir: Path) -> Non
     if summary.get("whole"):
         raw = next((r["seconds"] for r in summary["rows"] if r["name"] == "tokenizers encode_batch"), None)
         text = text.rstrip("\n") + "\n\n" + whole.markdown(summary["whole"], raw)
+    if summary.get("chat_whole"):
+        text = text.rstrip("\n") + "\n\n" + chat_whole.markdown(summary["chat_whole"])
     (run_dir / "report.md").write_text(text)
     if any(line.tokens_per_second for line in table):
         about = summary["machine"]
