@@ -39,7 +39,6 @@ def start(
 def stop() -> None:
     """Stop the kept server, its keeper and the warm h5pipe processes."""
     from flows import local_server
-
     from flows.warm import control
 
     record = local_server.stop()

@@ -8,6 +8,7 @@ exit status, so Ctrl-C and ``kill`` reach the run as they would a cold process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -94,10 +95,8 @@ def _wait(pid: int, lines) -> int:
 
 
 def _relay(pid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def _name(signum: int) -> str:

@@ -46,9 +46,7 @@ def fingerprint(environ=None, cwd: str | None = None, path: list[str] | None = N
 
 def _environment(environ) -> list:
     return sorted(
-        (k, v)
-        for k, v in environ.items()
-        if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and k not in ENV_IGNORED
+        (k, v) for k, v in environ.items() if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and k not in ENV_IGNORED
     )
 
 

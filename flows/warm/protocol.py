@@ -8,6 +8,7 @@ warm -> client: text lines: ``pid N`` once the run's child is forked, then one o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 
@@ -46,16 +47,12 @@ def receive_request(sock: socket.socket) -> tuple[dict, list[int]]:
 
 
 def send_line(sock: socket.socket, kind: str, value: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # the client left; nothing to tell
         sock.sendall(f"{kind} {value}\n".encode())
-    except OSError:
-        pass  # the client left; nothing to tell
 
 
 def _close(fd: int) -> None:
     import os
 
-    try:
+    with contextlib.suppress(OSError):
         os.close(fd)
-    except OSError:
-        pass

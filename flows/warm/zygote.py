@@ -36,7 +36,9 @@ PRELOAD = ("prefect.main", "flows.cli", "flows.params", "flows.cli_options", "fl
            "flows.pipeline_flow", "flows.runs", "flows.failures", "flows.progress", "flows.local_server",
            "flows.dry_run", "flows.config_file", "flows.inspect", "pipeline_core.commit.verify",
            "pipeline_core.stages.merge")  # fmt: skip
-BOOTSTRAP = "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from flows.warm.zygote import main; main(sys.argv[2])"
+BOOTSTRAP = (
+    "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from flows.warm.zygote import main; main(sys.argv[2])"
+)
 
 
 def spawn(fingerprint: str, environ: dict) -> None:
