@@ -44,7 +44,7 @@ def stop() -> None:
     record = local_server.stop()
     typer.echo(f"stopped the local Prefect server at {record.url}" if record else local_server.status())
     for warm in control.stop_all():
-        typer.echo(f"stopped the warm h5pipe process pid {warm['pid']} (served {warm['served']} run(s))")
+        typer.echo(f"stopped the warm h5pipe process pid {warm['pid']} (served {warm.get('served', 0)} run(s))")
 
 
 @server_app.command()

@@ -8,6 +8,7 @@ imports are the cost this package removes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -75,3 +76,27 @@ def write_record(fingerprint: str, record: dict) -> None:
     temp = path.with_suffix(f".{os.getpid()}.tmp")
     temp.write_text(json.dumps(record), encoding="utf-8")
     os.replace(temp, path)
+
+
+def starting_path(pid: int) -> Path:
+    """Written by the spawner, removed by the warm process once it serves (or gives up)."""
+    return state_dir() / f"starting-warm-{pid}.json"
+
+
+def note_starting(pid: int, fingerprint: str) -> None:
+    starting_path(pid).write_text(json.dumps({"pid": pid, "fingerprint": fingerprint, "starting": True}))
+
+
+def forget_starting(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        starting_path(pid).unlink()
+
+
+def read_starting() -> list[dict]:
+    found = []
+    for path in sorted(state_dir().glob("starting-warm-*.json")):
+        try:
+            found.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return found

@@ -56,13 +56,22 @@ def spawn(fingerprint: str, environ: dict) -> None:
     folder = state.state_dir()
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(state.log_path(), "ab") as log:
-        subprocess.Popen(
+        started = subprocess.Popen(
             [sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path), fingerprint],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=environ,
         )  # fmt: skip
+    # known at once, so that `h5pipe server stop` during its imports stops it too
+    state.note_starting(started.pid, fingerprint)
 
 
 def main(fingerprint: str) -> None:
+    try:
+        _main(fingerprint)
+    finally:
+        state.forget_starting(os.getpid())
+
+
+def _main(fingerprint: str) -> None:
     folder = state.state_dir()
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     lock = open(state.lock_path(fingerprint), "w")  # noqa: SIM115 - held until exit
@@ -127,6 +136,7 @@ class Warm:
         self.listener = self._bind()
         self._signals()
         self._record()
+        state.forget_starting(os.getpid())
         _log(f"serving fingerprint {self.fingerprint} (idle stop after {self.idle_seconds / 60:g} min)")
         try:
             while not self._done():
