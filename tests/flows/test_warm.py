@@ -139,25 +139,39 @@ def test_a_changed_fingerprint_does_not_use_the_old_warm_process(world):
     assert other["fingerprint"] != world.warm["fingerprint"]
 
 
-def test_a_run_killed_by_a_signal_exits_128_plus_it_with_a_message(world):
-    before = served(world)
+def start_warm_run(world: World) -> tuple[subprocess.Popen, int]:
+    """A cache run through the warm process, and its child's pid once the warm process lists it."""
     world.n += 1
     run = subprocess.Popen(
         [*CLI, *cache_args(world.inputs, world.home / f"out-{world.n}", world.gpt2_path)],
         env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    child = None
     deadline = time.monotonic() + 120
-    while child is None and run.poll() is None and time.monotonic() < deadline:
+    while run.poll() is None and time.monotonic() < deadline:
         children = world.record(world.warm["pid"])["children"]
-        child = children[0] if children else None
+        if children:
+            return run, children[0]
         time.sleep(0.01)
-    assert child is not None, "the run ended before its child could be seen"
+    raise AssertionError("the run ended before its child could be seen")
+
+
+def test_a_run_killed_by_a_signal_exits_128_plus_it_with_a_message(world):
+    before = served(world)
+    run, child = start_warm_run(world)
     os.kill(child, signal.SIGKILL)
     _, err = run.communicate(timeout=60)
     assert run.returncode == 128 + signal.SIGKILL
     assert f"the run (pid {child}) was killed by signal SIGKILL" in err
     assert served(world) == before + 1
+
+
+def test_sigterm_on_the_client_reaches_the_run(world):
+    run, child = start_warm_run(world)
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 128 + signal.SIGTERM, err
+    assert f"the run (pid {child}) was killed by signal SIGTERM" in err
+    assert not pid_alive(child)
 
 
 def test_the_client_imports_nothing_heavy(world):
