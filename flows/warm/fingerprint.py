@@ -44,6 +44,13 @@ def fingerprint(environ=None, cwd: str | None = None, path: list[str] | None = N
     return digest.hexdigest()[:16]
 
 
+def code_identity(path: list[str] | None = None) -> tuple[str, str]:
+    """(where h5pipe's code is, a digest of its files): a warm process of the same place but another
+    digest runs code that no longer exists there, and is retired (flows/warm/zygote.py)."""
+    digest = hashlib.sha256(repr(_code(sys.path if path is None else path)).encode("utf-8", "surrogateescape"))
+    return str(Path(__file__).resolve().parents[2]), digest.hexdigest()[:16]
+
+
 def _environment(environ) -> list:
     return sorted(
         (k, v) for k, v in environ.items() if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and k not in ENV_IGNORED

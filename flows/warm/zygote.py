@@ -12,7 +12,9 @@ session, output to ``warm.log``. It:
    record; then forks a child per request (flows/warm/child.py), reports each child's exit
    status to its client and SIGTERMs a child whose client went away;
 5. exits after ``H5PIPE_SERVER_IDLE_MINUTES`` (default 30) with no run, on SIGTERM
-   (``h5pipe server stop``: running children get SIGTERM too) or when its socket was replaced.
+   (``h5pipe server stop``: running children get SIGTERM too) or when its socket was replaced;
+   on SIGUSR1 (sent by a newer warm process of the same code folder whose files changed) it takes
+   no new run and exits when its running ones finished.
 """
 
 from __future__ import annotations
@@ -128,7 +130,10 @@ class Warm:
         self.served = 0
         self.started = self.last_used = time.time()
         self.idle_seconds = _idle_seconds()
-        self.stopping = False
+        self.stopping = self.retiring = False
+        from flows.warm.fingerprint import code_identity
+
+        self.code_root, self.code = code_identity()
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe()
 
@@ -137,6 +142,7 @@ class Warm:
         self._signals()
         self._record()
         state.forget_starting(os.getpid())
+        self._retire_stale()
         _log(f"serving fingerprint {self.fingerprint} (idle stop after {self.idle_seconds / 60:g} min)")
         try:
             while not self._done():
@@ -171,10 +177,24 @@ class Warm:
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR1, self._on_retire)
         self.selector.register(self.wake_r, selectors.EVENT_READ, self._woken)
 
     def _on_stop(self, *_args) -> None:
         self.stopping = True
+
+    def _on_retire(self, *_args) -> None:
+        """SIGUSR1: take no new run, exit once the running ones finished (they are not interrupted)."""
+        self.retiring = True
+
+    def _retire_stale(self) -> None:
+        """Retire the warm processes of this code's place whose code has changed since they started:
+        no client can use them again (the fingerprint holds the code), they would only hold memory."""
+        for r in state.read_records():
+            stale = r.get("code_root") == self.code_root and r.get("code") not in (None, self.code)
+            if stale and r["pid"] != os.getpid():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(r["pid"], signal.SIGUSR1)
 
     def _record(self) -> None:
         state.write_record(self.fingerprint, {
@@ -182,6 +202,7 @@ class Warm:
             "threads": len(os.listdir("/proc/self/task")),
             "started": self.started, "last_used": self.last_used, "idle_seconds": self.idle_seconds,
             "socket": str(state.socket_path(self.fingerprint)), "cwd": os.environ.get("PWD", ""),
+            "code_root": self.code_root, "code": self.code,
         })  # fmt: skip
 
     # ---- events --------------------------------------------------------------------------------
@@ -270,6 +291,9 @@ class Warm:
     def _done(self) -> bool:
         if self.stopping:
             return True
+        if self.retiring:
+            self._stop_listening()
+            return not self.children
         if not self._socket_is_mine():
             _log("socket replaced or removed; exiting")
             return True
@@ -281,11 +305,18 @@ class Warm:
         except OSError:
             return False
 
-    def _stop(self) -> None:
+    def _stop_listening(self) -> None:
+        if self.listener.fileno() == -1:
+            return
         if self._socket_is_mine():
             with contextlib.suppress(OSError):
                 os.unlink(state.socket_path(self.fingerprint).name)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(self.listener)
         self.listener.close()
+
+    def _stop(self) -> None:
+        self._stop_listening()
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGTERM)

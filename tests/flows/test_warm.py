@@ -184,7 +184,13 @@ def test_the_client_imports_nothing_heavy(world):
     assert heavy == []
 
 
-def test_a_killed_warm_process_means_a_cold_run_not_a_hang(world):
+def test_a_killed_warm_process_means_a_cold_run_not_a_hang_and_stale_code_is_retired(world):
+    # a stand-in for a warm process of this code folder whose files have changed since it started:
+    # the new warm process sends it SIGUSR1 (retire), whose default action ends `sleep`
+    stale = subprocess.Popen(["sleep", "300"])
+    mine = world.record(world.warm["pid"])
+    fake = {**mine, "pid": stale.pid, "fingerprint": "0" * 16, "code": "stale", "socket": "/nonexistent"}
+    (world.state / f"warm-{'0' * 16}.json").write_text(json.dumps(fake))
     os.kill(world.warm["pid"], signal.SIGKILL)
     deadline = time.monotonic() + 30
     while pid_alive(world.warm["pid"]) and time.monotonic() < deadline:
@@ -193,6 +199,7 @@ def test_a_killed_warm_process_means_a_cold_run_not_a_hang(world):
     assert done.returncode == 0, done.stderr
     assert digests(output) == digests(world.first[1])
     world.warm = world.wait_for_warm(other_than=(world.warm["pid"],), fingerprint=world.warm["fingerprint"])
+    assert stale.wait(timeout=30) == -signal.SIGUSR1
 
 
 def test_stop_ends_the_server_and_every_warm_process_leaving_no_pid(world):
