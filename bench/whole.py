@@ -1,6 +1,6 @@
 """Whole-process rows: ``h5pipe cache`` exactly as a user types it, timed from outside the process.
 
-    python bench/whole.py [--repeat 3] [--out bench/results] [--main-corpus DIR]
+    python bench/whole.py [--repeat 3] [--out bench/results] [--main-corpus DIR] [--small-only]
 
 The in-process rows (bench/rows.py) time a stage inside a running interpreter; a user also pays
 the interpreter, the imports, the Prefect server and the teardown. Every row here is the wall
@@ -9,8 +9,10 @@ and h5pipe cache dir, with the kept server on a free port (never the user's 4200
 
 - small job (1 MB, 1 chunk) with Prefect's temporary server per run (``H5PIPE_SERVER=temporary``,
   what every run cost before h5pipe kept a server);
-- the same with no server running (the run starts the kept server: a user's first run);
-- the same with the kept server running; then its fully cached rerun;
+- the same with no server and no warm process running (the run starts the kept server and leaves
+  a warm process: a user's first run);
+- the same with the kept server and the warm process running (flows/warm/), and with the kept
+  server but ``H5PIPE_WARM=off``; then the fully cached rerun, warm and not;
 - 1,000 small chunks against 1 chunk of the same 4 MB (flow seconds from the run's summary, and
   whole-process wall), and the 1,000-chunk cached rerun;
 - the main corpus (``--main-corpus``, 10 MB chunks) through the threads, processes and dask
@@ -21,6 +23,7 @@ and h5pipe cache dir, with the kept server on a free port (never the user's 4200
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -36,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.corpus import GPT2, GPT2_EOS, CorpusSpec, build  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
-H5PIPE = [sys.executable, "-c", "from flows.cli import main; main()"]
+H5PIPE = [sys.executable, "-c", "from flows.entry import main; main()"]  # the console script's entry
 
 
 def free_port() -> int:
@@ -46,7 +49,7 @@ def free_port() -> int:
 
 
 def env_for(work: Path, port: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "H5PIPE_SERVER"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "H5PIPE_SERVER", "H5PIPE_WARM"))}
     env.update(
         PREFECT_HOME=str(work / "prefect-home"),
         H5PIPE_CACHE_DIR=str(work / "cache"),
@@ -98,8 +101,31 @@ class Rows:
         print(f"  {name}: median {row['wall']:.2f} s of {[round(w, 2) for w in walls]} {note}", flush=True)
 
 
+def wait_for_warm(env: dict, timeout: float = 180.0) -> None:
+    """Until a warm process serves (its socket exists): a cold run leaves one starting in the background."""
+    state = Path(env["H5PIPE_CACHE_DIR"]) / "prefect-server"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for record in state.glob("warm-*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                if Path(json.loads(record.read_text())["socket"]).exists():
+                    return
+        time.sleep(0.2)
+    raise RuntimeError(f"no warm process came up within {timeout:.0f} s; see {state / 'warm.log'}")
+
+
+SMALL_ROWS = {
+    "temporary": "small job, Prefect's temporary server per run",
+    "cold": "small job, no server nor warm process running (starts both)",
+    "warm": "small job, kept server + warm process running",
+    "kept": "small job, kept server running, H5PIPE_WARM=off",
+    "cached_warm": "small job, fully cached rerun, kept server + warm process",
+    "cached": "small job, fully cached rerun, kept server, H5PIPE_WARM=off",
+}
+
+
 def small_job(rows: Rows, small: Path) -> tuple[Path, dict]:
-    walls: dict[str, list[float]] = {k: [] for k in ("temporary", "cold", "kept", "cached")}
+    walls: dict[str, list[float]] = {k: [] for k in SMALL_ROWS}
     summaries: dict[str, dict] = {}
 
     def run(kind: str, output: Path, **extra) -> None:
@@ -108,16 +134,17 @@ def small_job(rows: Rows, small: Path) -> tuple[Path, dict]:
 
     for _ in range(rows.repeat):
         run("temporary", rows.output(), H5PIPE_SERVER="temporary")
-        server(rows.env, "stop")
-        run("cold", rows.output())  # starts the kept server
+        server(rows.env, "stop")  # the kept server and the warm processes
+        run("cold", rows.output())
+        wait_for_warm(rows.env)
         last = rows.output()
-        run("kept", last)
-        run("cached", last)
-    rows.add("small job, Prefect's temporary server per run", walls["temporary"], summaries["temporary"])
-    rows.add("small job, no server running (starts the kept one)", walls["cold"], summaries["cold"])
-    rows.add("small job, kept server running", walls["kept"], summaries["kept"])
-    rows.add("small job, fully cached rerun, kept server", walls["cached"], summaries["cached"])
-    return last, summaries["kept"]
+        run("warm", last)
+        run("kept", rows.output(), H5PIPE_WARM="off")
+        run("cached_warm", last)
+        run("cached", last, H5PIPE_WARM="off")
+    for kind, name in SMALL_ROWS.items():
+        rows.add(name, walls[kind], summaries[kind])
+    return last, summaries["warm"]
 
 
 def many_chunks(rows: Rows, one: Path, many: Path) -> None:
@@ -154,17 +181,19 @@ def sample_size(output: Path, summary: dict) -> dict:
     }
 
 
-def run(out: Path, repeat: int, main_corpus: Path | None) -> dict:
+def run(out: Path, repeat: int, main_corpus: Path | None, small_only: bool = False) -> dict:
     work = out / "whole-work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     small = build(out / "corpus-whole-1mb", CorpusSpec(1, 2), shapes=("pt",)).folder("pt")
-    one = build(out / "corpus-whole-4mb-1", CorpusSpec(4, 8), shapes=("pt",)).folder("pt")
-    many = build(out / "corpus-whole-4mb-1000", CorpusSpec(4, 0, chunks=1000), shapes=("pt",)).folder("pt")
     rows = Rows(work, repeat)
     try:
         last, summary = small_job(rows, small)
         sample = sample_size(last, summary)
+        if small_only:
+            return {"rows": rows.rows, "sample": sample, "repeat": repeat}
+        one = build(out / "corpus-whole-4mb-1", CorpusSpec(4, 8), shapes=("pt",)).folder("pt")
+        many = build(out / "corpus-whole-4mb-1000", CorpusSpec(4, 0, chunks=1000), shapes=("pt",)).folder("pt")
         many_chunks(rows, one, many)
         if main_corpus is not None:
             runners(rows, main_corpus)
@@ -209,9 +238,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=BENCH / "results")
     parser.add_argument("--main-corpus", type=Path, help="a folder of pt chunks for the runner rows")
+    parser.add_argument("--small-only", action="store_true", help="only the small-job rows")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    whole = run(args.out, args.repeat, args.main_corpus)
+    whole = run(args.out, args.repeat, args.main_corpus, args.small_only)
     print(markdown(whole))
     return whole
 

@@ -37,16 +37,20 @@ def start(
 
 @server_app.command()
 def stop() -> None:
-    """Stop the kept server and its keeper."""
+    """Stop the kept server, its keeper and the warm h5pipe processes."""
     from flows import local_server
+    from flows.warm import control
 
     record = local_server.stop()
     typer.echo(f"stopped the local Prefect server at {record.url}" if record else local_server.status())
+    for warm in control.stop_all():
+        typer.echo(f"stopped the warm h5pipe process pid {warm['pid']} (served {warm.get('served', 0)} run(s))")
 
 
 @server_app.command()
 def status() -> None:
-    """Where the kept server runs, and how long it has been idle."""
+    """Where the kept server and the warm h5pipe processes run, and how long they have been idle."""
     from flows import local_server
+    from flows.warm import control
 
-    typer.echo(local_server.status())
+    typer.echo("\n".join([local_server.status(), *control.status_lines()]))

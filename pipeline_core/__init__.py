@@ -21,22 +21,47 @@ One package per concept, lowest first (each may import only those before it; the
     loader            H5Dataset and h5_collate for trainers (import torch, loaded on first use)
 """
 
-from pipeline_core.chat import AlpacaStrategy, ChatMLStrategy, PromptStrategy, StrategyFactory, TemplateStrategy
-from pipeline_core.errors import BadRowError, ConfigError, RowError
-from pipeline_core.formats.h5 import load_h5, read_attrs, save_h5
-from pipeline_core.formats.handler import IOHandler
-from pipeline_core.formats.megatron.output import merge_megatron
-from pipeline_core.formats.ragged import Ragged
-from pipeline_core.packing.sequence import SequencePacker
-from pipeline_core.processors import ProcessedBatch, Processor, ProcessorFactory
-from pipeline_core.processors.normalize import DEFAULT_REPLACEMENTS, TextNormalizer
-from pipeline_core.sources import open_source
-from pipeline_core.stages.cache import CacheOptions, cache_file, cache_jsonl
-from pipeline_core.stages.export import export_chunk, export_dataset, export_source, plan_chunks
-from pipeline_core.stages.results import CacheStats, ExportStats
-from pipeline_core.storage.fs import fetch_files, fetch_folders
-from pipeline_core.tokenizer import AutoTokenizer
-from pipeline_core.version import FORMAT_VERSION
+# Every name is imported on first use (PEP 562): ``import pipeline_core.x`` or the CLI's start
+# does not pay for numpy, h5py, tokenizers and the chat templates it does not touch.
+_EXPORTS = {
+    "AlpacaStrategy": "pipeline_core.chat",
+    "AutoTokenizer": "pipeline_core.tokenizer",
+    "BadRowError": "pipeline_core.errors",
+    "CacheOptions": "pipeline_core.stages.cache",
+    "CacheStats": "pipeline_core.stages.results",
+    "ChatMLStrategy": "pipeline_core.chat",
+    "ConfigError": "pipeline_core.errors",
+    "DEFAULT_REPLACEMENTS": "pipeline_core.processors.normalize",
+    "ExportStats": "pipeline_core.stages.results",
+    "FORMAT_VERSION": "pipeline_core.version",
+    "H5Collate": "pipeline_core.loader",
+    "H5Dataset": "pipeline_core.loader",
+    "IOHandler": "pipeline_core.formats.handler",
+    "ProcessedBatch": "pipeline_core.processors",
+    "Processor": "pipeline_core.processors",
+    "ProcessorFactory": "pipeline_core.processors",
+    "PromptStrategy": "pipeline_core.chat",
+    "Ragged": "pipeline_core.formats.ragged",
+    "RowError": "pipeline_core.errors",
+    "SequencePacker": "pipeline_core.packing.sequence",
+    "StrategyFactory": "pipeline_core.chat",
+    "TemplateStrategy": "pipeline_core.chat",
+    "TextNormalizer": "pipeline_core.processors.normalize",
+    "cache_file": "pipeline_core.stages.cache",
+    "cache_jsonl": "pipeline_core.stages.cache",
+    "export_chunk": "pipeline_core.stages.export",
+    "export_dataset": "pipeline_core.stages.export",
+    "export_source": "pipeline_core.stages.export",
+    "fetch_files": "pipeline_core.storage.fs",
+    "fetch_folders": "pipeline_core.storage.fs",
+    "h5_collate": "pipeline_core.loader",
+    "load_h5": "pipeline_core.formats.h5",
+    "merge_megatron": "pipeline_core.formats.megatron.output",
+    "open_source": "pipeline_core.sources",
+    "plan_chunks": "pipeline_core.stages.export",
+    "read_attrs": "pipeline_core.formats.h5",
+    "save_h5": "pipeline_core.formats.h5",
+}
 
 __all__ = [
     "DEFAULT_REPLACEMENTS",
@@ -80,9 +105,15 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # the loader imports torch: load it on first use, not with the package.
-    if name in ("H5Dataset", "H5Collate", "h5_collate"):
-        from pipeline_core import loader
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pipeline_core' has no attribute {name!r}")
+    from importlib import import_module
 
-        return getattr(loader, name)
-    raise AttributeError(f"module 'pipeline_core' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

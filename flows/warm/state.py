@@ -1,0 +1,102 @@
+"""Where the warm processes keep their sockets and records: ``<cache dir>/prefect-server/``,
+beside the kept server's record, one ``warm-<fingerprint>.{sock,json,lock}`` per warm process.
+
+The cache dir is computed here as pipeline_core.storage.records computes it (the same
+H5PIPE_CACHE_DIR / XDG_CACHE_HOME rule) because the client may not import pipeline_core: its
+imports are the cost this package removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+MODES = ("auto", "on", "off")
+
+
+def state_dir() -> Path:
+    chosen = os.environ.get("H5PIPE_CACHE_DIR")
+    if chosen is not None and chosen.strip().lower() not in ("", "none", "off"):
+        return Path(chosen) / "prefect-server"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "h5pipe" / "prefect-server"
+
+
+def socket_path(fingerprint: str) -> Path:
+    return state_dir() / f"warm-{fingerprint}.sock"
+
+
+def record_path(fingerprint: str) -> Path:
+    return state_dir() / f"warm-{fingerprint}.json"
+
+
+def lock_path(fingerprint: str) -> Path:
+    return state_dir() / f"warm-{fingerprint}.lock"
+
+
+def log_path() -> Path:
+    return state_dir() / "warm.log"
+
+
+def mode() -> str:
+    """``H5PIPE_WARM``: auto (default: on unless ``H5PIPE_SERVER=temporary``), on, off."""
+    value = os.environ.get("H5PIPE_WARM", "auto").strip().lower() or "auto"
+    if value not in MODES:
+        raise ValueError(f"H5PIPE_WARM={value!r} is not one of {', '.join(MODES)}; unset it for 'auto'")
+    return value
+
+
+def enabled() -> bool:
+    """Can this platform and environment use a warm process?"""
+    import socket
+
+    if not (hasattr(os, "fork") and hasattr(socket, "send_fds") and hasattr(socket, "AF_UNIX")):
+        return False  # e.g. Windows: every run is cold
+    chosen = mode()
+    if chosen == "auto":
+        return os.environ.get("H5PIPE_SERVER", "").strip().lower() != "temporary"
+    return chosen == "on"
+
+
+def read_records() -> list[dict]:
+    """Every warm process's record in the state dir (the dead ones too: ``pid`` tells)."""
+    records = []
+    for path in sorted(state_dir().glob("warm-*.json")):
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return records
+
+
+def write_record(fingerprint: str, record: dict) -> None:
+    path = record_path(fingerprint)
+    temp = path.with_suffix(f".{os.getpid()}.tmp")
+    temp.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(temp, path)
+
+
+def starting_path(pid: int) -> Path:
+    """Written by the spawner, removed by the warm process once it serves (or gives up)."""
+    return state_dir() / f"starting-warm-{pid}.json"
+
+
+def note_starting(pid: int, fingerprint: str) -> None:
+    starting_path(pid).write_text(json.dumps({"pid": pid, "fingerprint": fingerprint, "starting": True}))
+
+
+def forget_starting(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        starting_path(pid).unlink()
+
+
+def read_starting() -> list[dict]:
+    found = []
+    for path in sorted(state_dir().glob("starting-warm-*.json")):
+        try:
+            found.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return found
