@@ -19,6 +19,7 @@ import time
 import traceback
 
 from flows.warm import protocol
+from flows.warm.protocol import RELAYED
 
 
 def serve(conn, fds: list[int], request: dict, close: list[int]) -> None:
@@ -39,9 +40,10 @@ def serve(conn, fds: list[int], request: dict, close: list[int]) -> None:
 def become(fds: list[int], request: dict, close: list[int]) -> None:
     os.setpgid(0, 0)  # the client relays signals to this group, as a terminal signals a cold one
     signal.set_wakeup_fd(-1)
-    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+    for signum in (signal.SIGCHLD, *RELAYED):
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, RELAYED)  # blocked by the warm process across the fork
     for fd in close:
         _close(fd)
     for target, fd in enumerate(fds):

@@ -18,10 +18,20 @@ from flows.warm import protocol, state
 
 CONNECT_TIMEOUT = 1.0
 HANDSHAKE_TIMEOUT = 10.0  # the fork takes milliseconds; a busy machine gets room
-RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+RELAYED = protocol.RELAYED
 
 
 def run_warm(argv: list[str], fingerprint: str) -> int | None:
+    """The run's exit code, or None (nothing served it: run cold). Signals that arrive before the
+    run's pid is known are held and relayed then, or, with no warm run, raised here again."""
+    relay = Relay()
+    code = _served(argv, fingerprint, relay)
+    if code is None:
+        relay.restore()
+    return code
+
+
+def _served(argv: list[str], fingerprint: str, relay: Relay) -> int | None:
     sock = connect(fingerprint)
     if sock is None:
         return None
@@ -36,7 +46,35 @@ def run_warm(argv: list[str], fingerprint: str) -> int | None:
         if first is None or first[0] != "pid":
             return None
         sock.settimeout(None)
+        relay.to(first[1])
         return _wait(first[1], lines)
+
+
+class Relay:
+    """Relays RELAYED signals to the run's process group once its pid is known; holds them before."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.pending: list[int] = []
+        self.previous = {signum: signal.signal(signum, self._on_signal) for signum in RELAYED}
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        if self.pid is None:
+            self.pending.append(signum)
+        else:
+            _relay(self.pid, signum)
+
+    def to(self, pid: int) -> None:
+        self.pid = pid
+        for signum in self.pending:
+            _relay(pid, signum)
+
+    def restore(self) -> None:
+        """Back to the handlers from before, then the held signals, as a cold process gets them."""
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        for signum in self.pending:
+            signal.raise_signal(signum)
 
 
 def connect(fingerprint: str) -> socket.socket | None:
@@ -81,9 +119,7 @@ def _lines(sock: socket.socket):
 
 
 def _wait(pid: int, lines) -> int:
-    """Relay signals to the run's process group until its status arrives; the exit code to use."""
-    for signum in RELAYED:
-        signal.signal(signum, lambda n, _frame: _relay(pid, n))
+    """The exit code to use, once the run's status arrives (signals are relayed meanwhile)."""
     for kind, value in lines:
         if kind == "exit":
             return value

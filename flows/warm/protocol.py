@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
 
 MAGIC = b"H5W1"
 HEADER = len(MAGIC) + 4
 MAX_REQUEST = 16 * 1024 * 1024
+# The signals the client relays to its run, and the child takes back from the warm process.
+RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def send_request(sock: socket.socket, request: dict, fds: list[int]) -> None:

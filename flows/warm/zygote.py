@@ -31,6 +31,7 @@ import sys
 import time
 
 from flows.warm import protocol, state
+from flows.warm.protocol import RELAYED
 
 POLL_SECONDS = 5.0
 STOP_SECONDS = 10.0
@@ -232,12 +233,18 @@ class Warm:
     def _fork(self, conn: socket.socket, fds: list[int], request: dict) -> None:
         close = [self.listener.fileno(), self.lock_fd, self.wake_r, self.wake_w, self.selector.fileno(),
                  *(c.fileno() for c in self.children.values())]  # fmt: skip
+        # Signals are blocked across the fork: the child takes them only once its own handlers are
+        # set (child.become); its process group exists before the client can signal it.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, RELAYED)
         pid = os.fork()
         if pid == 0:
             from flows.warm.child import serve
 
             conn.settimeout(None)
             serve(conn, fds, request, close)
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)  # also set by the child; whichever runs first
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         for fd in fds:
             os.close(fd)
         self.children[pid] = conn
