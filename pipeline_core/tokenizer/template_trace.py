@@ -1,0 +1,134 @@
+"""Rendering a chat template with *traced* message contents: does the output use them only verbatim?
+
+``render_traced(source, messages, ...)`` renders like ``render_chat_template``, but each content
+that is a ``Traced`` string records every way the template looks at it. The template may only
+
+- write it out (``{{ content }}``, ``str(content)``, ``|string``),
+- concatenate it (``+``, ``~``: the result is traced too), and
+- test its truth (``{% if content %}``: the caller fixes which contents are empty),
+
+and anything else is *read*: a method or attribute (``.strip()``, ``.split()``, ``|trim``,
+``|replace``), a comparison or hash (``==``, ``in``, ``|unique``), ``len``, indexing, iteration,
+``%``/``*``, ``format``, ``int``/``float`` and ``repr``. Calling ``strftime_now`` or
+``raise_exception`` is also recorded (the text would depend on the clock, or the template refuses).
+A render that read nothing produced the same control flow whatever the contents are; what a
+C-level transformation that reads no attribute could still do (``|tojson``, ``|e``) changes the
+text of the contents, which the caller detects by finding each sentinel verbatim (chat/frames.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+from pipeline_core.tokenizer.chat_template import compile_template
+
+_trace = threading.local()  # .reads: list of what the template did with a traced content
+
+
+def _read(what: str) -> None:
+    reads = getattr(_trace, "reads", None)
+    if reads is not None:
+        reads.append(what)
+
+
+def _traced_join(seq) -> str:
+    """Jinja's ``~`` (``str_join``), keeping the trace when a part is traced."""
+    parts = [str(x) for x in seq]
+    out = "".join(parts)
+    return Traced(out) if any(isinstance(p, Traced) for p in parts) else out
+
+
+def _reading(name: str):
+    base = getattr(str, name)
+
+    def method(self, *args, **kwargs):
+        _read(name)
+        return base(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+class Traced(str):
+    """A content whose every use but output, concatenation and truth is recorded as a read."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return self
+
+    def __add__(self, other):
+        return Traced(str.__add__(self, other))
+
+    def __radd__(self, other):
+        if not isinstance(other, str):
+            return NotImplemented
+        return Traced(str.__add__(other, self))
+
+    def __bool__(self) -> bool:
+        return str.__len__(self) > 0
+
+    def __getattribute__(self, name: str):
+        if not name.startswith("_"):
+            _read(name)
+        return str.__getattribute__(self, name)
+
+    def __int__(self):
+        _read("int")
+        return int(str.__str__(self))
+
+    def __float__(self):
+        _read("float")
+        return float(str.__str__(self))
+
+    def __index__(self):
+        _read("index")
+        raise TypeError("a string is not an index")
+
+
+for _name in (
+    "__len__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__contains__",
+    "__getitem__", "__iter__", "__mod__", "__rmod__", "__mul__", "__rmul__", "__format__", "__repr__",
+):  # fmt: skip
+    setattr(Traced, _name, _reading(_name))
+
+
+def _traced_raise(message: str):
+    _read("raise_exception")
+    from jinja2.exceptions import TemplateError
+
+    raise TemplateError(message)
+
+
+def _traced_now(fmt: str) -> str:
+    _read("strftime_now")
+    return ""
+
+
+@lru_cache(maxsize=32)
+def _traced_template(source: str):
+    """A private compile of ``source`` whose ``~`` keeps traces and whose globals record their use."""
+    shared = compile_template(source)
+    template = shared.environment.overlay().from_string(source)
+    template.globals = {**template.globals, "raise_exception": _traced_raise, "strftime_now": _traced_now}
+    template.root_render_func.__globals__["str_join"] = _traced_join
+    return template
+
+
+def render_traced(
+    source: str, messages: list[dict], add_generation_prompt: bool, tools, **variables
+) -> tuple[str | None, list[str]]:
+    """(the rendered text, or None when the template raised; what it read of traced contents)."""
+    template = _traced_template(source)
+    reads: list[str] = []
+    _trace.reads = reads
+    try:
+        text = template.render(
+            messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables
+        )
+    except Exception:  # noqa: BLE001 - the template is user code; the caller renders the row normally
+        return None, reads
+    finally:
+        _trace.reads = None
+    return str.__str__(text), reads
