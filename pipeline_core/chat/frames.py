@@ -30,10 +30,10 @@ import re
 from dataclasses import dataclass
 
 from pipeline_core.chat.span_cuts import Span
-from pipeline_core.tokenizer.template_trace import Traced, render_traced
+from pipeline_core.tokenizer.template_trace import Content, render_traced
 
 OPEN, CLOSE = "\ue010", "\ue011"  # private-use delimiters of a sentinel
-SENTINEL = re.compile(f"{OPEN}(\\d+)[^{CLOSE}]*{CLOSE}")
+SENTINEL = re.compile(f"{OPEN}(s?)(\\d+)[^{CLOSE}]*{CLOSE}")  # s: the content stripped
 # Two sentinel bodies that differ in length, words, case and letters, and carry what escaping,
 # JSON or whitespace trimming would change (quotes, backslash, markup, newline, edge spaces).
 BODIES = (' \n"\\<b>&\'é Aa\t ', '\t x y Zz "\\<i>&\'ü\n \n ')
@@ -64,8 +64,11 @@ class ShapeFrame:
 
     whole: Frame
     turns: tuple[tuple[Frame, Frame, int], ...]  # (before, through, message index) per assistant turn
+    strips: bool  # some slot is a content stripped (slot k + n for message k of n)
 
     def render(self, contents: list[str]) -> tuple[str, list[Span]]:
+        if self.strips:
+            contents = contents + [c.strip() for c in contents]
         spans = [(before.length(contents), through.length(contents), k) for before, through, k in self.turns]
         return self.whole.fill(contents), spans
 
@@ -75,6 +78,8 @@ def shape_of(messages: list[dict], tools) -> Shape | None:
     if tools is not None or any(m.keys() != {"role", "content"} for m in messages):
         return None
     if not all(isinstance(m["content"], str) for m in messages):
+        return None
+    if any(m["content"].isspace() for m in messages):  # empty once stripped: a truth the shape does not fix
         return None
     return tuple((m["role"], bool(m["content"])) for m in messages)
 
@@ -90,38 +95,43 @@ def compile_frame(template: str, shape: Shape, variables: dict) -> ShapeFrame | 
         if not (_extends(through, before) and _extends(whole, through)) or _chars(before) < end:
             return None
         end = _chars(through)
-    return ShapeFrame(whole, tuple(turns))
+    n = len(shape)
+    strips = any(slot >= n for frame in (whole, *(f for t in turns for f in t[:2])) for slot in frame.slots)
+    return ShapeFrame(whole, tuple(turns), strips)
 
 
 def _frames(template: str, shape: Shape, variables: dict, body: str):
     """(whole frame, [(before, through, k)]) with sentinels of ``body``, or None."""
     messages = [
-        {"role": role, "content": Traced(f"{OPEN}{k}{body}{CLOSE}") if filled else ""}
+        {"role": role, "content": Content(f"{OPEN}{k}{body}{CLOSE}", f"{OPEN}s{k}{body}{CLOSE}") if filled else ""}
         for k, (role, filled) in enumerate(shape)
     ]
-    whole = _frame(template, messages, False, variables, body)
+    whole = _frame(template, messages, False, variables, body, len(shape))
     turns = []
     for k, (role, _) in enumerate(shape):
         if role == "assistant":
-            before = _frame(template, messages[:k], True, variables, body)
-            through = _frame(template, messages[: k + 1], False, variables, body)
+            before = _frame(template, messages[:k], True, variables, body, len(shape))
+            through = _frame(template, messages[: k + 1], False, variables, body, len(shape))
             if before is None or through is None:
                 return None
             turns.append((before, through, k))
     return None if whole is None else (whole, turns)
 
 
-def _frame(template: str, messages: list[dict], generation_prompt: bool, variables: dict, body: str) -> Frame | None:
+def _frame(
+    template: str, messages: list[dict], generation_prompt: bool, variables: dict, body: str, n: int
+) -> Frame | None:
+    """One render's frame; a stripped content of message k is slot ``k + n`` (n: the shape's messages)."""
     text, reads = render_traced(template, messages, generation_prompt, None, **variables)
     if text is None or reads:
         return None
     literals, slots, pos = [], [], 0
     for found in SENTINEL.finditer(text):
-        k = int(found.group(1))
-        if k >= len(messages) or found.group() != f"{OPEN}{k}{body}{CLOSE}":
+        stripped, k = found.group(1), int(found.group(2))
+        if k >= len(messages) or found.group() != f"{OPEN}{stripped}{k}{body}{CLOSE}":
             return None  # written transformed (escaped, JSON...), or not one of ours
         literals.append(text[pos : found.start()])
-        slots.append(k)
+        slots.append(k + n if stripped else k)
         pos = found.end()
     literals.append(text[pos:])
     if any(OPEN in part or CLOSE in part for part in literals):

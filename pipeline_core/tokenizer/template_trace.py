@@ -6,6 +6,7 @@ that is a ``Traced`` string records every way the template looks at it. The temp
 - write it out (``{{ content }}``, ``str(content)``, ``|string``),
 - concatenate it (``+``, ``~``: the result is traced too), and
 - test its truth (``{% if content %}``: the caller fixes which contents are empty),
+- strip it (``|trim``, ``.strip()``) when it is a ``Content``, which stands for the stripped text,
 
 and anything else is *read*: a method or attribute (``.strip()``, ``.split()``, ``|trim``,
 ``|replace``), a comparison or hash (``==``, ``in``, ``|unique``), ``len``, indexing, iteration,
@@ -92,6 +93,28 @@ for _name in (
     "__getitem__", "__iter__", "__mod__", "__rmod__", "__mul__", "__rmul__", "__format__", "__repr__",
 ):  # fmt: skip
     setattr(Traced, _name, _reading(_name))
+
+
+class Content(Traced):
+    """A traced message content whose ``strip()`` (``|trim``) is the traced text ``stripped``: it
+    stands for the content stripped, which the caller substitutes per row. ``strip`` with arguments
+    is a read like any other."""
+
+    def __new__(cls, text: str, stripped: str) -> Content:
+        made = super().__new__(cls, text)
+        made.__dict__["stripped"] = stripped
+        return made
+
+    def __getattribute__(self, name: str):
+        if name == "strip":
+            return str.__getattribute__(self, name)
+        return super().__getattribute__(name)
+
+    def strip(self, chars=None):
+        if chars is not None:
+            _read("strip")
+            return Traced(str.strip(self, chars))
+        return Traced(str.__getattribute__(self, "__dict__")["stripped"])
 
 
 def _traced_raise(message: str):
