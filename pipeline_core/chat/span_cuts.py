@@ -57,18 +57,24 @@ def cut_pieces(
 
 def span_edges(text: str, spans: list[Span], owners: list[int]) -> list[int]:
     """The character positions where the pieces of ``cut_pieces`` meet (ascending, inside the text)."""
-    edges, chars = [], 0
-    for value, _, _ in _segments(text, spans, owners)[:-1]:
-        chars += len(value)
-        edges.append(chars)
-    return edges
+    return [end for end, _, _ in _ranges(len(text), spans, owners)[:-1]]
 
 
 def pieces_at(text: str, spans: list[Span], owners: list[int], ids: np.ndarray, cuts: list[int]) -> list[Piece]:
     """``cut_pieces`` when the token count before each of ``span_edges`` is already known."""
     bounds = [0, *cuts, ids.size]
-    parts = _segments(text, spans, owners)
+    parts = _ranges(len(text), spans, owners)
     return [Piece(ids=ids[bounds[i] : bounds[i + 1]], message=o, target=t) for i, (_, o, t) in enumerate(parts)]
+
+
+def _ranges(chars: int, spans: list[Span], owners: list[int]) -> list[tuple[int, int, bool]]:
+    """``_segments`` by position: (end, owner, is a span) of each non-empty part, without slicing text."""
+    parts, pos = [], 0
+    for start, end, k in spans:
+        parts += [(pos, start, -1, False), (start, end, owners[k], True)]
+        pos = end
+    parts.append((pos, chars, -1, False))
+    return [(end, owner, target) for start, end, owner, target in parts if end > start]
 
 
 def _cut(offsets: list[tuple[int, int]], edge: int, text: str) -> int:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_left
 from collections.abc import Sequence
+from itertools import accumulate
 
 import numpy as np
 from tokenizers import pre_tokenizers
@@ -41,8 +43,10 @@ class MarkupSegments:
         self._tokenizer = tokenizer
         self._added = added
         self._bytes = byte_lengths  # bytes spelled by each id of the model vocabulary
+        self._ids = {token: np.array([i], dtype=np.int32) for token, i in added.items()}
         ordered = sorted(added, key=len, reverse=True)  # re tries alternatives in order: longest first
-        self._split = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        # one group: re.split keeps the control tokens, between the segments
+        self._split = re.compile("(" + "|".join(map(re.escape, ordered)) + ")") if ordered else None
 
     @classmethod
     def of(cls, tokenizer) -> MarkupSegments | None:
@@ -60,77 +64,54 @@ class MarkupSegments:
     def encode_cut_batch(self, items: Sequence[tuple[str, list[int]]]) -> list[Cuts | Straddle]:
         """Per (text, edges): ``encode_markup(text)`` ids and the tokens before each edge, or the
         first edge a token straddles. All segments go to the backend in one call."""
-        plans = [self._plan(text, edges) for text, edges in items]
-        texts = [t for plan in plans for t in plan.texts]
-        encoded = self._tokenizer.encode_ragged(texts) if texts else None
+        splits = [self._pieces(text) for text, _ in items]
+        segments = [segment for pieces in splits for segment in pieces[::2]]
+        encoded = self._tokenizer.encode_ragged(segments)
+        values, offsets = encoded.values, encoded.offsets
         out, first = [], 0
-        for plan in plans:
-            out.append(plan.assemble(encoded, first, self._bytes))
-            first += len(plan.texts)
+        for (text, edges), pieces in zip(items, splits):
+            n = (len(pieces) + 1) // 2  # segments of this text (some may be empty)
+            out.append(self._cut(pieces, edges, values, offsets[first : first + n + 1]))
+            first += n
         return out
 
-    def _plan(self, text: str, edges: list[int]) -> _Plan:
-        plan, pos = _Plan(), 0
-        marks = self._split.finditer(text) if self._split is not None else ()
-        for found in marks:
-            plan.segment(text, pos, found.start(), edges)
-            plan.added(self._added[found.group()], found.start(), found.end(), edges)
-            pos = found.end()
-        plan.segment(text, pos, len(text), edges)
-        return plan
+    def _pieces(self, text: str) -> list[str]:
+        """[segment, control token, segment, ..., segment], as the tokenizer splits markup."""
+        return self._split.split(text) if self._split is not None else [text]
 
-
-class _Plan:
-    """One text's parts in order: ("seg", index into texts) | ("add", id), and where each edge falls."""
-
-    __slots__ = ("texts", "parts", "edges", "broken")
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.parts: list[tuple[str, int]] = []
-        self.edges: list[tuple[int, int, int]] = []  # (part the edge precedes or is in, its bytes in it or -1, edge)
-        self.broken: Straddle | None = None
-
-    def segment(self, text: str, start: int, end: int, edges: list[int]) -> None:
-        if start == end:
-            return
-        self._edges_at(start, edges)
-        self.parts.append(("seg", len(self.texts)))
-        self.texts.append(text[start:end])
-        for edge in edges:
-            if start < edge < end:
-                self.edges.append((len(self.parts) - 1, len(text[start:edge].encode("utf-8")), edge))
-
-    def added(self, token_id: int, start: int, end: int, edges: list[int]) -> None:
-        self._edges_at(start, edges)
-        inside = [edge for edge in edges if start < edge < end]
-        if inside and self.broken is None:
-            self.broken = Straddle(inside[0])  # an edge inside a control token
-        self.parts.append(("add", token_id))
-
-    def _edges_at(self, position: int, edges: list[int]) -> None:
-        self.edges += [(len(self.parts), -1, edge) for edge in edges if edge == position]
-
-    def assemble(self, encoded, first: int, byte_lengths: np.ndarray) -> Cuts | Straddle:
-        if self.broken is not None:
-            return self.broken
-        arrays, before, total = [], [], 0  # before: token count ahead of each part
-        for kind, value in self.parts:
-            before.append(total)
-            arrays.append(encoded[first + value] if kind == "seg" else np.array([value], dtype=np.int32))
-            total += len(arrays[-1])
+    def _cut(self, pieces: list[str], edges: list[int], values: np.ndarray, offsets: np.ndarray) -> Cuts | Straddle:
+        seg_tokens = offsets - offsets[0]  # tokens of the segments before segment q: seg_tokens[q]
+        ends = list(accumulate(map(len, pieces)))  # character end of each piece
         cuts = []
-        for part, left_bytes, edge in self.edges:
-            if left_bytes < 0:
-                cuts.append(before[part])
-                continue
-            spelled = np.cumsum(byte_lengths[arrays[part]])
-            n = int(np.searchsorted(spelled, left_bytes))
-            if n >= spelled.size or spelled[n] != left_bytes:
-                return Straddle(edge)
-            cuts.append(before[part] + n + 1)
-        ids = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int32)
-        return ids.astype(np.int32, copy=False), cuts
+        for edge in edges:
+            p = bisect_left(ends, edge)  # the piece holding the edge, or ending at it
+            q, in_token = divmod(p, 2)  # piece 2q: segment q; piece 2q+1: the control token after it
+            if ends[p] == edge:  # through segment q and q control tokens, plus this one if it is one
+                cuts.append(int(seg_tokens[q + 1]) + q + in_token)
+            elif in_token:
+                return Straddle(edge)  # inside a control token
+            else:
+                start = ends[p] - len(pieces[p])
+                n = self._tokens_spelling(values[offsets[q] : offsets[q + 1]], pieces[p][: edge - start])
+                if n is None:
+                    return Straddle(edge)
+                cuts.append(int(seg_tokens[q]) + q + n)
+        return self._joined(pieces, values, offsets), cuts
+
+    def _joined(self, pieces: list[str], values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """The segments' ids with each control token's id between them."""
+        arrays = []
+        for q, token in enumerate(pieces[1::2]):
+            arrays += (values[offsets[q] : offsets[q + 1]], self._ids[token])
+        arrays.append(values[offsets[-2] : offsets[-1]])
+        return np.concatenate(arrays).astype(np.int32, copy=False)
+
+    def _tokens_spelling(self, ids: np.ndarray, left: str) -> int | None:
+        """How many of the segment's first tokens spell exactly ``left``, or None (one straddles it)."""
+        want = len(left.encode("utf-8"))
+        spelled = np.cumsum(self._bytes[ids[:want]])  # every token spells at least one byte
+        n = int(np.searchsorted(spelled, want))
+        return n + 1 if n < spelled.size and spelled[n] == want else None
 
 
 def _byte_lengths(vocab: dict[str, int], size: int) -> np.ndarray | None:

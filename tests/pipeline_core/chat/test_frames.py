@@ -72,10 +72,13 @@ def test_generated_conversations_match_transformers(tmp_path_factory, family):
         stats: dict = {}
         check_rows(tok, ref, rows, convert, stats)
         totals.update(stats)
+        # every row came from a frame but those with a whitespace-only content (a shape does not fix
+        # whether it is empty once trimmed), and every sample was cut by segments
+        framed = sum(not any(b["value"].isspace() for m in r["messages"] for b in m["content"]) for r in rows)
+        assert (stats["frame"], stats["jinja"], stats["offsets"]) == (framed, len(rows) - framed, 0), stats
 
     run()
-    # most rows came from frames and every sample from segments; whitespace-only contents fell back
-    assert totals["frame"] > totals["jinja"] and totals["offsets"] == 0, totals
+    assert totals["frame"] > 20, totals
 
 
 CHATML = "{{ '<|im_start|>' + m.role + '\n' + %s + '<|im_end|>\n' }}"
