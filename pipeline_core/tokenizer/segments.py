@@ -69,7 +69,7 @@ class MarkupSegments:
         encoded = self._tokenizer.encode_ragged(segments)
         values, offsets = encoded.values, encoded.offsets
         out, first = [], 0
-        for (text, edges), pieces in zip(items, splits):
+        for (_, edges), pieces in zip(items, splits):
             n = (len(pieces) + 1) // 2  # segments of this text (some may be empty)
             out.append(self._cut(pieces, edges, values, offsets[first : first + n + 1]))
             first += n
