@@ -43,7 +43,6 @@ class MarkupSegments:
         self._tokenizer = tokenizer
         self._added = added
         self._bytes = byte_lengths  # bytes spelled by each id of the model vocabulary
-        self._ids = {token: np.array([i], dtype=np.int32) for token, i in added.items()}
         ordered = sorted(added, key=len, reverse=True)  # re tries alternatives in order: longest first
         # one group: re.split keeps the control tokens, between the segments
         self._split = re.compile("(" + "|".join(map(re.escape, ordered)) + ")") if ordered else None
@@ -64,22 +63,37 @@ class MarkupSegments:
     def encode_cut_batch(self, items: Sequence[tuple[str, list[int]]]) -> list[Cuts | Straddle]:
         """Per (text, edges): ``encode_markup(text)`` ids and the tokens before each edge, or the
         first edge a token straddles. All segments go to the backend in one call."""
+        if not items:
+            return []
         splits = [self._pieces(text) for text, _ in items]
-        segments = [segment for pieces in splits for segment in pieces[::2]]
-        encoded = self._tokenizer.encode_ragged(segments)
+        counts = np.fromiter(((len(p) + 1) // 2 for p in splits), dtype=np.int64, count=len(splits))
+        encoded = self._tokenizer.encode_ragged([segment for pieces in splits for segment in pieces[::2]])
         values, offsets = encoded.values, encoded.offsets
-        out, first = [], 0
-        for (_, edges), pieces in zip(items, splits):
-            n = (len(pieces) + 1) // 2  # segments of this text (some may be empty)
-            out.append(self._cut(pieces, edges, values, offsets[first : first + n + 1]))
-            first += n
+        joined, firsts = self._joined_all(splits, counts, values, offsets)
+        out = []
+        for r, ((_, edges), pieces) in enumerate(zip(items, splits)):
+            first, n = int(firsts[r]), int(counts[r])
+            cuts = self._cuts(pieces, edges, values, offsets[first : first + n + 1])
+            start = int(offsets[first]) + first - r  # each earlier text had one control token fewer than segments
+            ids = joined[start : start + int(offsets[first + n] - offsets[first]) + n - 1]
+            out.append(cuts if isinstance(cuts, Straddle) else (ids, cuts))
         return out
+
+    def _joined_all(self, splits: list[list[str]], counts: np.ndarray, values: np.ndarray, offsets: np.ndarray):
+        """Every text's ids back to back: each control token's id inserted after the segment before it;
+        and the index of each text's first segment."""
+        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        last = np.zeros(int(counts.sum()), dtype=bool)
+        last[firsts + counts - 1] = True
+        tokens = np.fromiter((self._added[t] for p in splits for t in p[1::2]), dtype=np.int32)
+        return np.insert(values, offsets[1:][~last], tokens).astype(np.int32, copy=False), firsts
 
     def _pieces(self, text: str) -> list[str]:
         """[segment, control token, segment, ..., segment], as the tokenizer splits markup."""
         return self._split.split(text) if self._split is not None else [text]
 
-    def _cut(self, pieces: list[str], edges: list[int], values: np.ndarray, offsets: np.ndarray) -> Cuts | Straddle:
+    def _cuts(self, pieces: list[str], edges: list[int], values: np.ndarray, offsets: np.ndarray) -> list[int] | Straddle:
+        """The tokens before each edge of one text (``offsets``: its segments' rows in ``values``)."""
         seg_tokens = offsets - offsets[0]  # tokens of the segments before segment q: seg_tokens[q]
         ends = list(accumulate(map(len, pieces)))  # character end of each piece
         cuts = []
@@ -96,15 +110,7 @@ class MarkupSegments:
                 if n is None:
                     return Straddle(edge)
                 cuts.append(int(seg_tokens[q]) + q + n)
-        return self._joined(pieces, values, offsets), cuts
-
-    def _joined(self, pieces: list[str], values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """The segments' ids with each control token's id between them."""
-        arrays = []
-        for q, token in enumerate(pieces[1::2]):
-            arrays += (values[offsets[q] : offsets[q + 1]], self._ids[token])
-        arrays.append(values[offsets[-2] : offsets[-1]])
-        return np.concatenate(arrays).astype(np.int32, copy=False)
+        return cuts
 
     def _tokens_spelling(self, ids: np.ndarray, left: str) -> int | None:
         """How many of the segment's first tokens spell exactly ``left``, or None (one straddles it)."""
