@@ -28,6 +28,7 @@ from itertools import accumulate
 import numpy as np
 from tokenizers import pre_tokenizers
 
+SHORT = 64  # bytes before an edge up to which its cut is found by a Python sum, not numpy
 SPLITTERS = {"Split", "Digits", "Punctuation"}  # per-piece pre-tokenizers that add or strip nothing
 Cuts = tuple[np.ndarray, list[int]]  # (ids, number of tokens before each edge)
 
@@ -43,6 +44,7 @@ class MarkupSegments:
         self._tokenizer = tokenizer
         self._added = added
         self._bytes = byte_lengths  # bytes spelled by each id of the model vocabulary
+        self._byte_list = byte_lengths.tolist()
         ordered = sorted(added, key=len, reverse=True)  # re tries alternatives in order: longest first
         # one group: re.split keeps the control tokens, between the segments
         self._split = re.compile("(" + "|".join(map(re.escape, ordered)) + ")") if ordered else None
@@ -94,14 +96,15 @@ class MarkupSegments:
 
     def _cuts(self, pieces: list[str], edges: list[int], values: np.ndarray, offsets: np.ndarray) -> list[int] | Straddle:
         """The tokens before each edge of one text (``offsets``: its segments' rows in ``values``)."""
-        seg_tokens = offsets - offsets[0]  # tokens of the segments before segment q: seg_tokens[q]
+        offsets = offsets.tolist()
+        seg_tokens = [o - offsets[0] for o in offsets]  # tokens of the segments before segment q: seg_tokens[q]
         ends = list(accumulate(map(len, pieces)))  # character end of each piece
         cuts = []
         for edge in edges:
             p = bisect_left(ends, edge)  # the piece holding the edge, or ending at it
             q, in_token = divmod(p, 2)  # piece 2q: segment q; piece 2q+1: the control token after it
             if ends[p] == edge:  # through segment q and q control tokens, plus this one if it is one
-                cuts.append(int(seg_tokens[q + 1]) + q + in_token)
+                cuts.append(seg_tokens[q + 1] + q + in_token)
             elif in_token:
                 return Straddle(edge)  # inside a control token
             else:
@@ -109,12 +112,19 @@ class MarkupSegments:
                 n = self._tokens_spelling(values[offsets[q] : offsets[q + 1]], pieces[p][: edge - start])
                 if n is None:
                     return Straddle(edge)
-                cuts.append(int(seg_tokens[q]) + q + n)
+                cuts.append(seg_tokens[q] + q + n)
         return cuts
 
     def _tokens_spelling(self, ids: np.ndarray, left: str) -> int | None:
         """How many of the segment's first tokens spell exactly ``left``, or None (one straddles it)."""
         want = len(left.encode("utf-8"))
+        if want <= SHORT:  # most edges follow a short literal ("assistant\n"): a few tokens, summed in Python
+            spelled, lengths = 0, self._byte_list
+            for n, token in enumerate(ids[:want].tolist(), 1):
+                spelled += lengths[token]
+                if spelled >= want:
+                    return n if spelled == want else None
+            return None
         spelled = np.cumsum(self._bytes[ids[:want]])  # every token spells at least one byte
         n = int(np.searchsorted(spelled, want))
         return n + 1 if n < spelled.size and spelled[n] == want else None
