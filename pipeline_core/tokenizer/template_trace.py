@@ -15,12 +15,24 @@ and anything else is *read*: a method or attribute (``.strip()``, ``.split()``, 
 A render that read nothing produced the same control flow whatever the contents are; what a
 C-level transformation that reads no attribute could still do (``|tojson``, ``|e``) changes the
 text of the contents, which the caller detects by finding each sentinel verbatim (chat/frames.py).
+
+A string made *from* a traced content by C code that never asks it anything (``|join``,
+``''.join([content])``, ``|tojson``, a macro's output) is traced in its turn: every filter and
+every call the template makes returns a ``Traced`` string when its arguments hold a traced
+content, so a later ``.startswith`` on it is a read. A filter or call that is handed a traced
+content itself and returns anything but a string (``'abc'.startswith(content)``, ``|wordcount``)
+has looked at it: a read. A container the check cannot look into (a generator, a custom object)
+counts as holding one.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from functools import lru_cache
+
+from jinja2.nodes import EvalContext
+from jinja2.runtime import Context, Undefined
 
 from pipeline_core.tokenizer.chat_template import compile_template
 
@@ -129,11 +141,64 @@ def _traced_now(fmt: str) -> str:
     return ""
 
 
+_PLAIN = (str, int, float, bool, type(None))
+_JINJA = (EvalContext, Context, Undefined)  # what jinja passes a filter, never a content
+
+
+def _holds_traced(value, depth: int = 0) -> bool:
+    """Whether ``value`` is or may hold a traced content (unknown containers: yes)."""
+    if isinstance(value, Traced):
+        return True
+    if isinstance(value, (*_PLAIN, *_JINJA)):
+        return False
+    if depth > 8:
+        return True
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_holds_traced(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_traced(k, depth + 1) or _holds_traced(v, depth + 1) for k, v in value.items())
+    return not callable(value)  # a generator, a Namespace, an object: it may hold one
+
+
+def _traced_result(name: str, args: tuple, kwargs: dict, result):
+    """``result`` of a filter or call, traced when it may be made from a traced argument."""
+    given = (*args, *kwargs.values())
+    if isinstance(result, str) and not isinstance(result, Traced) and any(_holds_traced(a) for a in given):
+        return Traced(str.__str__(result))
+    if not isinstance(result, str) and any(isinstance(a, Traced) for a in given):
+        _read(name)
+    return result
+
+
+def _traced_filter(name: str, func):
+    @functools.wraps(func)  # keeps jinja's pass_context / pass_eval_context marks
+    def traced(*args, **kwargs):
+        return _traced_result(f"|{name}", args, kwargs, func(*args, **kwargs))
+
+    return traced
+
+
+def _traced_call(environment):
+    base = environment.call
+
+    def call(context, obj, *args, **kwargs):
+        result = base(context, obj, *args, **kwargs)
+        if getattr(obj, "__self__", None) is not None and isinstance(obj.__self__, Traced):
+            return result  # a traced content's own method: it recorded itself
+        return _traced_result(getattr(obj, "__name__", "call"), args, kwargs, result)
+
+    return call
+
+
 @lru_cache(maxsize=32)
 def _traced_template(source: str):
-    """A private compile of ``source`` whose ``~`` keeps traces and whose globals record their use."""
+    """A private compile of ``source`` whose ``~``, filters and calls keep traces and whose globals
+    record their use (see the module docstring)."""
     shared = compile_template(source)
-    template = shared.environment.overlay().from_string(source)
+    environment = shared.environment.overlay()
+    environment.filters = {name: _traced_filter(name, f) for name, f in environment.filters.items()}
+    environment.call = _traced_call(environment)
+    template = environment.from_string(source)
     template.globals = {**template.globals, "raise_exception": _traced_raise, "strftime_now": _traced_now}
     template.root_render_func.__globals__["str_join"] = _traced_join
     return template
@@ -147,9 +212,7 @@ def render_traced(
     reads: list[str] = []
     _trace.reads = reads
     try:
-        text = template.render(
-            messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables
-        )
+        text = template.render(messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables)
     except Exception:  # noqa: BLE001 - the template is user code; the caller renders the row normally
         return None, reads
     finally:

@@ -89,6 +89,16 @@ READING = {
     "trims a concatenation": CHATML % "((m.content ~ '\n') | trim)",
     "compares content": "{% if m.content == 'hi' %}{{ 'hi!' }}{% endif %}" + CHATML % "m.content",
     "escapes content": "{{ '<|im_start|>' + m.role + '\n' }}{{ m.content | e }}{{ '<|im_end|>\n' }}",
+    # a string made from a content by a filter, a literal's method or a macro is traced in its turn
+    "branches on a joined content": "{% if ([m.content] | join).startswith('!') %}{{ '!!' }}{% endif %}"
+    + CHATML % "m.content",
+    "branches on a literal's join": "{% if ''.join([m.content]).startswith('!') %}{{ '!!' }}{% endif %}"
+    + CHATML % "m.content",
+    "branches on a macro's output": "{% macro say(x) %}{{ x }}{% endmacro %}"
+    "{% if say(m.content).startswith('!') %}{{ '!!' }}{% endif %}" + CHATML % "m.content",
+    "passes content to a literal's method": "{% if '!go'.startswith(m.content) %}{{ '!!' }}{% endif %}"
+    + CHATML % "m.content",
+    "counts words": CHATML % "(m.content ~ ('+' if m.content | wordcount > 1 else ''))",
 }
 FOOTER = "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 
