@@ -48,16 +48,19 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections import Counter
 from typing import Literal
 
+from pipeline_core.chat.frames import MAX_SHAPES, ShapeFrame, compile_frame, shape_of
 from pipeline_core.chat.messages import TemplateConversation, template_conversation, texts_of
 from pipeline_core.chat.pieces import Piece
-from pipeline_core.chat.span_cuts import Span, cut_pieces, mask_error
+from pipeline_core.chat.span_cuts import Span, cut_samples, mask_error
 from pipeline_core.chat.strategies import PromptStrategy, StrategyFactory
 from pipeline_core.converters.sample import Message, text_message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.tokenizer.auto import AutoTokenizer
 from pipeline_core.tokenizer.chat_template import render_chat_template, render_with_generation_spans
+from pipeline_core.tokenizer.segments import MarkupSegments
 
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
 PROBE = [text_message("user", "Hello there."), text_message("assistant", "Hi! How can I help?")]
@@ -94,7 +97,12 @@ class TemplateStrategy(PromptStrategy):
         self._variables = {**tokenizer.template_variables(), **self.kwargs}
         specials = sorted(tokenizer.special_tokens, key=len, reverse=True)
         self._specials = re.compile("|".join(map(re.escape, specials))) if specials else None
+        self._framed = {t for t in self.templates.values() if not GENERATION_TAG.search(t)}
+        self._frames: dict[tuple[str, tuple], ShapeFrame | None] = {}
+        self._segments = MarkupSegments.of(tokenizer)
+        self.fast_path: Counter = Counter()
         self._probe()
+        self.fast_path.clear()
 
     @property
     def name(self) -> str:
@@ -139,20 +147,46 @@ class TemplateStrategy(PromptStrategy):
         self._check_specials(messages)
         conversation = template_conversation(messages)
         template = self._template_for(conversation)
+        framed = self._from_frame(template, conversation)
+        self.fast_path["frame" if framed is not None else "jinja"] += 1
+        if framed is not None:
+            return [framed], conversation.owners
         if GENERATION_TAG.search(template):
             return [self._generation_spans(template, conversation)], conversation.owners
         return self._prefix_spans(template, conversation, per_turn), conversation.owners
 
+    def _from_frame(self, template: str, conversation: TemplateConversation) -> tuple[str, list[Span]] | None:
+        """The row's text and spans filled into its shape's frame (chat/frames.py), or None: Jinja renders it."""
+        if template not in self._framed or self.trained_roles != {"assistant"}:
+            return None
+        shape = shape_of(conversation.messages, conversation.tools)
+        if shape is None:
+            return None
+        key = (template, shape)
+        if key not in self._frames:
+            if len(self._frames) >= MAX_SHAPES:
+                return None
+            self._frames[key] = compile_frame(template, shape, self._variables)
+        frame = self._frames[key]
+        return None if frame is None else frame.render([m["content"] for m in conversation.messages])
+
+    @property
+    def fast_path_stats(self) -> dict[str, int]:
+        """Rows rendered from a frame or by Jinja, samples cut by segments or by offsets, since construction."""
+        return {k: self.fast_path[k] for k in ("frame", "jinja", "segments", "offsets")}
+
     def _cut_all(self, rendered: list[Rendering | RowError]) -> list[list[list[Piece]] | RowError]:
-        texts = [text for r in rendered if not isinstance(r, RowError) for text, _ in r[0]]
-        encoded = iter(self.tokenizer.encode_markup_batch_with_offsets(texts))
+        flat = [(text, spans, r[1]) for r in rendered if not isinstance(r, RowError) for text, spans in r[0]]
+        results, by_segments = cut_samples(flat, self._segments, self.tokenizer)
+        self.fast_path["segments"] += by_segments
+        self.fast_path["offsets"] += len(flat) - by_segments
+        encoded = iter(results)
         out: list[list[list[Piece]] | RowError] = []
         for r in rendered:
             if isinstance(r, RowError):
                 out.append(r)
                 continue
-            samples, owners = r
-            cut = [cut_pieces(text, spans, owners, *next(encoded)) for text, spans in samples]
+            cut = [next(encoded) for _ in r[0]]
             errors = [c for c in cut if isinstance(c, RowError)]
             out.append(errors[0] if errors else cut)
         return out

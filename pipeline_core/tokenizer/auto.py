@@ -175,6 +175,16 @@ class AutoTokenizer:
         return self._markup.token_to_id(token)
 
     @property
+    def tokenizer_json(self) -> str:
+        """The tokenizer.json text this tokenizer was built from."""
+        return self._json
+
+    @property
+    def added_tokens(self) -> dict:
+        """Every added token (special or not) by id, as ``tokenizers.AddedToken`` s."""
+        return dict(self._markup.get_added_tokens_decoder())
+
+    @property
     def special_tokens(self) -> list[str]:
         return [t.content for t in self._markup.get_added_tokens_decoder().values() if t.special]
 

@@ -1,0 +1,152 @@
+"""Frames: a chat template rendered once per conversation *shape*, then filled with each row's contents.
+
+A shape is the roles of a conversation's template messages and which contents are empty, for
+messages holding only ``role`` and ``content`` and no tools. Its frame is compiled by rendering the
+template (the whole conversation, and for each assistant turn ``k`` the prefix renders
+``messages[:k]`` with the generation prompt and ``messages[:k+1]``) with unique sentinel strings
+as the non-empty contents, traced (tokenizer/template_trace.py)::
+
+    frame  = literal_0, slot_0, literal_1, slot_1, ..., literal_m     (slot_i: a message index)
+    text   = literal_0 + content[slot_0] + literal_1 + ... + literal_m
+
+A frame is used only when, for every one of those renders,
+
+- the template read no content (only wrote, concatenated or truth-tested them), so its control flow
+  is the same for every row of the shape;
+- every sentinel that appears is written verbatim (no escaping or JSON), and no stray sentinel
+  character remains;
+- a second render with a different sentinel set gives the same literals and slots;
+- each assistant turn's prefix renders extend each other and the whole render (the template does
+  not rewrite history: those rows keep the Jinja path, with its ``rewritten`` handling).
+
+Otherwise the shape has no frame (``None``) and its rows are rendered by Jinja, as before. Spans
+come from the same renders: each edge is a literal length plus the lengths of the contents
+before it, so filling a frame gives the same text and spans as rendering the row.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pipeline_core.chat.span_cuts import Span
+from pipeline_core.tokenizer.template_trace import Content, render_traced
+
+OPEN, CLOSE = "\ue010", "\ue011"  # private-use delimiters of a sentinel
+SENTINEL = re.compile(f"{OPEN}(s?)(\\d+)[^{CLOSE}]*{CLOSE}")  # s: the content stripped
+# Two sentinel bodies that differ in length, words, case and letters, and carry what escaping,
+# JSON or whitespace trimming would change (quotes, backslash, markup, newline, edge spaces).
+BODIES = (' \n"\\<b>&\'é Aa\t ', '\t x y Zz "\\<i>&\'ü\n \n ')
+Shape = tuple[tuple[str, bool], ...]  # (role, content is non-empty) per template message
+MAX_SHAPES = 4096  # beyond this many shapes, new ones keep the Jinja path (bounded memory)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One render of a shape: ``literals`` around ``slots`` (the message index written there)."""
+
+    literals: tuple[str, ...]
+    slots: tuple[int, ...]
+
+    def fill(self, contents: list[str]) -> str:
+        parts = [self.literals[0]]
+        for slot, literal in zip(self.slots, self.literals[1:]):
+            parts += (contents[slot], literal)
+        return "".join(parts)
+
+    def length(self, contents: list[str]) -> int:
+        return sum(map(len, self.literals)) + sum(len(contents[s]) for s in self.slots)
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeFrame:
+    """The whole render's frame and, per trained assistant turn, its span edges as frames."""
+
+    whole: Frame
+    turns: tuple[tuple[Frame, Frame, int], ...]  # (before, through, message index) per assistant turn
+    strips: bool  # some slot is a content stripped (slot k + n for message k of n)
+
+    def render(self, contents: list[str]) -> tuple[str, list[Span]]:
+        if self.strips:
+            contents = contents + [c.strip() for c in contents]
+        spans = [(before.length(contents), through.length(contents), k) for before, through, k in self.turns]
+        return self.whole.fill(contents), spans
+
+
+def shape_of(messages: list[dict], tools) -> Shape | None:
+    """The conversation's shape, or None when frames do not cover it (tools, reasoning, tool calls)."""
+    if tools is not None or any(m.keys() != {"role", "content"} for m in messages):
+        return None
+    if not all(isinstance(m["content"], str) for m in messages):
+        return None
+    if any(m["content"].isspace() for m in messages):  # empty once stripped: a truth the shape does not fix
+        return None
+    return tuple((m["role"], bool(m["content"])) for m in messages)
+
+
+def compile_frame(template: str, shape: Shape, variables: dict) -> ShapeFrame | None:
+    """The shape's frame, or None when a render reads contents, transforms them or rewrites history."""
+    renders = [_frames(template, shape, variables, body) for body in BODIES]
+    if renders[0] is None or renders[0] != renders[1]:
+        return None
+    whole, turns = renders[0]
+    end = 0
+    for before, through, _ in turns:
+        if not (_extends(through, before) and _extends(whole, through)) or _chars(before) < end:
+            return None
+        end = _chars(through)
+    n = len(shape)
+    strips = any(slot >= n for frame in (whole, *(f for t in turns for f in t[:2])) for slot in frame.slots)
+    return ShapeFrame(whole, tuple(turns), strips)
+
+
+def _frames(template: str, shape: Shape, variables: dict, body: str):
+    """(whole frame, [(before, through, k)]) with sentinels of ``body``, or None."""
+    messages = [
+        {"role": role, "content": Content(f"{OPEN}{k}{body}{CLOSE}", f"{OPEN}s{k}{body}{CLOSE}") if filled else ""}
+        for k, (role, filled) in enumerate(shape)
+    ]
+    whole = _frame(template, messages, False, variables, body, len(shape))
+    turns = []
+    for k, (role, _) in enumerate(shape):
+        if role == "assistant":
+            before = _frame(template, messages[:k], True, variables, body, len(shape))
+            through = _frame(template, messages[: k + 1], False, variables, body, len(shape))
+            if before is None or through is None:
+                return None
+            turns.append((before, through, k))
+    return None if whole is None else (whole, turns)
+
+
+def _frame(
+    template: str, messages: list[dict], generation_prompt: bool, variables: dict, body: str, n: int
+) -> Frame | None:
+    """One render's frame; a stripped content of message k is slot ``k + n`` (n: the shape's messages)."""
+    text, reads = render_traced(template, messages, generation_prompt, None, **variables)
+    if text is None or reads:
+        return None
+    literals, slots, pos = [], [], 0
+    for found in SENTINEL.finditer(text):
+        stripped, k = found.group(1), int(found.group(2))
+        if k >= len(messages) or found.group() != f"{OPEN}{stripped}{k}{body}{CLOSE}":
+            return None  # written transformed (escaped, JSON...), or not one of ours
+        literals.append(text[pos : found.start()])
+        slots.append(k + n if stripped else k)
+        pos = found.end()
+    literals.append(text[pos:])
+    if any(OPEN in part or CLOSE in part for part in literals):
+        return None
+    return Frame(tuple(literals), tuple(slots))
+
+
+def _extends(longer: Frame, prefix: Frame) -> bool:
+    """``prefix``'s text is a prefix of ``longer``'s for every filling."""
+    n = len(prefix.slots)
+    if longer.slots[:n] != prefix.slots or longer.literals[:n] != prefix.literals[:n]:
+        return False
+    return len(longer.literals) > n and longer.literals[n].startswith(prefix.literals[n])
+
+
+def _chars(frame: Frame) -> int:
+    """A frame's position measured in (slots, then characters of the last literal): comparable within a row."""
+    return len(frame.slots) * 10**9 + len(frame.literals[-1])

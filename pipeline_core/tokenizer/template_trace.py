@@ -1,0 +1,220 @@
+"""Rendering a chat template with *traced* message contents: does the output use them only verbatim?
+
+``render_traced(source, messages, ...)`` renders like ``render_chat_template``, but each content
+that is a ``Traced`` string records every way the template looks at it. The template may only
+
+- write it out (``{{ content }}``, ``str(content)``, ``|string``),
+- concatenate it (``+``, ``~``: the result is traced too), and
+- test its truth (``{% if content %}``: the caller fixes which contents are empty),
+- strip it (``|trim``, ``.strip()``) when it is a ``Content``, which stands for the stripped text,
+
+and anything else is *read*: a method or attribute (``.strip()``, ``.split()``, ``|trim``,
+``|replace``), a comparison or hash (``==``, ``in``, ``|unique``), ``len``, indexing, iteration,
+``%``/``*``, ``format``, ``int``/``float`` and ``repr``. Calling ``strftime_now`` or
+``raise_exception`` is also recorded (the text would depend on the clock, or the template refuses).
+A render that read nothing produced the same control flow whatever the contents are; what a
+C-level transformation that reads no attribute could still do (``|tojson``, ``|e``) changes the
+text of the contents, which the caller detects by finding each sentinel verbatim (chat/frames.py).
+
+A string made *from* a traced content by C code that never asks it anything (``|join``,
+``''.join([content])``, ``|tojson``, a macro's output) is traced in its turn: every filter and
+every call the template makes returns a ``Traced`` string when its arguments hold a traced
+content, so a later ``.startswith`` on it is a read. A filter or call that is handed a traced
+content itself and returns anything but a string (``'abc'.startswith(content)``, ``|wordcount``)
+has looked at it: a read. A container the check cannot look into (a generator, a custom object)
+counts as holding one.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from functools import lru_cache
+
+from jinja2.nodes import EvalContext
+from jinja2.runtime import Context, Undefined
+
+from pipeline_core.tokenizer.chat_template import compile_template
+
+_trace = threading.local()  # .reads: list of what the template did with a traced content
+
+
+def _read(what: str) -> None:
+    reads = getattr(_trace, "reads", None)
+    if reads is not None:
+        reads.append(what)
+
+
+def _traced_join(seq) -> str:
+    """Jinja's ``~`` (``str_join``), keeping the trace when a part is traced."""
+    parts = [str(x) for x in seq]
+    out = "".join(parts)
+    return Traced(out) if any(isinstance(p, Traced) for p in parts) else out
+
+
+def _reading(name: str):
+    base = getattr(str, name)
+
+    def method(self, *args, **kwargs):
+        _read(name)
+        return base(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+class Traced(str):
+    """A content whose every use but output, concatenation and truth is recorded as a read."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return self
+
+    def __add__(self, other):
+        return Traced(str.__add__(self, other))
+
+    def __radd__(self, other):
+        if not isinstance(other, str):
+            return NotImplemented
+        return Traced(str.__add__(other, self))
+
+    def __bool__(self) -> bool:
+        return str.__len__(self) > 0
+
+    def __getattribute__(self, name: str):
+        if not name.startswith("_"):
+            _read(name)
+        return str.__getattribute__(self, name)
+
+    def __int__(self):
+        _read("int")
+        return int(str.__str__(self))
+
+    def __float__(self):
+        _read("float")
+        return float(str.__str__(self))
+
+    def __index__(self):
+        _read("index")
+        raise TypeError("a string is not an index")
+
+
+for _name in (
+    "__len__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__contains__",
+    "__getitem__", "__iter__", "__mod__", "__rmod__", "__mul__", "__rmul__", "__format__", "__repr__",
+):  # fmt: skip
+    setattr(Traced, _name, _reading(_name))
+
+
+class Content(Traced):
+    """A traced message content whose ``strip()`` (``|trim``) is the traced text ``stripped``: it
+    stands for the content stripped, which the caller substitutes per row. ``strip`` with arguments
+    is a read like any other."""
+
+    def __new__(cls, text: str, stripped: str) -> Content:
+        made = super().__new__(cls, text)
+        made.__dict__["stripped"] = stripped
+        return made
+
+    def __getattribute__(self, name: str):
+        if name == "strip":
+            return str.__getattribute__(self, name)
+        return super().__getattribute__(name)
+
+    def strip(self, chars=None):
+        if chars is not None:
+            _read("strip")
+            return Traced(str.strip(self, chars))
+        return Traced(str.__getattribute__(self, "__dict__")["stripped"])
+
+
+def _traced_raise(message: str):
+    _read("raise_exception")
+    from jinja2.exceptions import TemplateError
+
+    raise TemplateError(message)
+
+
+def _traced_now(fmt: str) -> str:
+    _read("strftime_now")
+    return ""
+
+
+_PLAIN = (str, int, float, bool, type(None))
+_JINJA = (EvalContext, Context, Undefined)  # what jinja passes a filter, never a content
+
+
+def _holds_traced(value, depth: int = 0) -> bool:
+    """Whether ``value`` is or may hold a traced content (unknown containers: yes)."""
+    if isinstance(value, Traced):
+        return True
+    if isinstance(value, (*_PLAIN, *_JINJA)):
+        return False
+    if depth > 8:
+        return True
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_holds_traced(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_traced(k, depth + 1) or _holds_traced(v, depth + 1) for k, v in value.items())
+    return not callable(value)  # a generator, a Namespace, an object: it may hold one
+
+
+def _traced_result(name: str, args: tuple, kwargs: dict, result):
+    """``result`` of a filter or call, traced when it may be made from a traced argument."""
+    given = (*args, *kwargs.values())
+    if isinstance(result, str) and not isinstance(result, Traced) and any(_holds_traced(a) for a in given):
+        return Traced(str.__str__(result))
+    if not isinstance(result, str) and any(isinstance(a, Traced) for a in given):
+        _read(name)
+    return result
+
+
+def _traced_filter(name: str, func):
+    @functools.wraps(func)  # keeps jinja's pass_context / pass_eval_context marks
+    def traced(*args, **kwargs):
+        return _traced_result(f"|{name}", args, kwargs, func(*args, **kwargs))
+
+    return traced
+
+
+def _traced_call(environment):
+    base = environment.call
+
+    def call(context, obj, *args, **kwargs):
+        result = base(context, obj, *args, **kwargs)
+        if getattr(obj, "__self__", None) is not None and isinstance(obj.__self__, Traced):
+            return result  # a traced content's own method: it recorded itself
+        return _traced_result(getattr(obj, "__name__", "call"), args, kwargs, result)
+
+    return call
+
+
+@lru_cache(maxsize=32)
+def _traced_template(source: str):
+    """A private compile of ``source`` whose ``~``, filters and calls keep traces and whose globals
+    record their use (see the module docstring)."""
+    shared = compile_template(source)
+    environment = shared.environment.overlay()
+    environment.filters = {name: _traced_filter(name, f) for name, f in environment.filters.items()}
+    environment.call = _traced_call(environment)
+    template = environment.from_string(source)
+    template.globals = {**template.globals, "raise_exception": _traced_raise, "strftime_now": _traced_now}
+    template.root_render_func.__globals__["str_join"] = _traced_join
+    return template
+
+
+def render_traced(
+    source: str, messages: list[dict], add_generation_prompt: bool, tools, **variables
+) -> tuple[str | None, list[str]]:
+    """(the rendered text, or None when the template raised; what it read of traced contents)."""
+    template = _traced_template(source)
+    reads: list[str] = []
+    _trace.reads = reads
+    try:
+        text = template.render(messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables)
+    except Exception:  # noqa: BLE001 - the template is user code; the caller renders the row normally
+        return None, reads
+    finally:
+        _trace.reads = None
+    return str.__str__(text), reads
