@@ -28,7 +28,9 @@ from flows.storage import result_storage_for
 from pipeline_core.commit.lock import FolderLock
 from pipeline_core.commit.quarantine import ErrorRateExceeded, error_rate_problem
 from pipeline_core.processors.build import build_processor, load_tokenizer
-from pipeline_core.stages.cache import CacheOptions, check_unique_outputs, list_inputs, standing_output
+from pipeline_core.stages.cache import CacheOptions
+from pipeline_core.stages.inputs import list_inputs
+from pipeline_core.stages.outputs import check_unique_outputs, standing_output
 from pipeline_core.storage.redact import protect_secrets
 from tasks.cache import cache_chunk, cache_chunk_batch
 from tasks.hashing import hash_chunk

@@ -15,7 +15,7 @@ import json
 
 from flows.params import CacheParams
 from pipeline_core.commit.manifest import MANIFEST
-from pipeline_core.stages.cache import list_inputs
+from pipeline_core.stages.inputs import list_inputs
 from pipeline_core.stages.splits import SplitOptions, prepare_splits
 from pipeline_core.storage.fs import join_url, url_to_fs, write_bytes_atomic
 

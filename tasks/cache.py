@@ -8,7 +8,8 @@ from prefect.logging import get_run_logger
 
 from pipeline_core.commit.standing import still_stands
 from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
-from pipeline_core.stages.cache import CacheOptions, cache_file, standing_output
+from pipeline_core.stages.cache import CacheOptions, cache_file
+from pipeline_core.stages.outputs import standing_output
 from pipeline_core.storage.hashing import file_digest
 from tasks.hashing import part_files
 from tasks.keys import cache_chunk_key

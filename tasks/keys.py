@@ -13,7 +13,7 @@ def digest(material: dict) -> str:
 def cache_chunk_key(context, parameters: dict) -> str:
     """Prefect ``cache_key_fn`` of cache_chunk: content sha256 + tokenizer + settings + destination."""
     job, chunk = parameters["job"], parameters["chunk"]
-    from pipeline_core.stages.cache import output_names
+    from pipeline_core.stages.outputs import output_names
 
     output_url, _ = output_names(chunk.url, job.output_dir)
     return "cache-" + digest(job.key_material(chunk.sha256, output_url))

@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, get_args
 
-from pipeline_core.commit.manifest import committed_outputs
 from pipeline_core.commit.quarantine import ErrorLog, check_max_error_rate
 from pipeline_core.errors import ConfigError
 from pipeline_core.formats.h5 import H5Writer
 from pipeline_core.formats.jsonl import BATCH_BYTES, JsonlReader, LineBatch, check_batch_bounds
 from pipeline_core.formats.keys import KeyLayout
 from pipeline_core.formats.megatron.mindspeed import MindSpeedSink
-from pipeline_core.formats.megatron.output import LEVELS, MegatronSink, megatron_name
+from pipeline_core.formats.megatron.output import MegatronSink
 from pipeline_core.formats.positions import STORAGE_ATTR, PositionIds
 from pipeline_core.memory.heap import HeapTrimmer
 from pipeline_core.packing.stage import Packing, PackStage, fit_batch, make_pack_stage
@@ -45,8 +44,10 @@ from pipeline_core.processors.base import Processor
 from pipeline_core.processors.sentences import SentenceProcessor
 from pipeline_core.stages.chunk_writer import ChunkWriter
 from pipeline_core.stages.h5_sink import H5Sink, narrowed_keys
+from pipeline_core.stages.inputs import list_inputs
+from pipeline_core.stages.outputs import check_unique_outputs, output_names, output_stem
 from pipeline_core.stages.results import CacheStats
-from pipeline_core.storage.fs import fetch_files, join_url, local_staging, url_to_fs
+from pipeline_core.storage.fs import local_staging, url_to_fs
 from pipeline_core.version import FORMAT_VERSION
 
 BATCH_SIZE = 1024
@@ -122,52 +123,6 @@ class CacheOptions:
 def _choice(name: str, value, choices: tuple) -> None:
     if value not in choices:
         raise ConfigError(f"{name}={value!r} is unknown; choose one of {', '.join(map(repr, choices))}")
-
-
-def output_stem(input_url: str) -> str:
-    name = str(input_url).rstrip("/").rsplit("/", 1)[-1]
-    return name[: -len(".jsonl")] if name.endswith(".jsonl") else name.rsplit(".", 1)[0]
-
-
-def check_unique_outputs(inputs: list[str]) -> None:
-    """Refuse inputs whose outputs would share a name (``a/x.jsonl`` and ``b/x.jsonl`` both make
-    ``x.h5``): one would silently overwrite the other. Checked before anything is written, so every
-    accepted set of inputs has one output name per input."""
-    seen: dict[str, str] = {}
-    for url in inputs:
-        stem = output_stem(url)
-        if stem in seen:
-            raise ConfigError(
-                f"inputs {seen[stem]} and {url} would both be written as {stem}.h5 in the output folder; "
-                "rename one of them, or cache them into separate output folders"
-            )
-        seen[stem] = url
-
-
-def output_names(input_url: str, output_dir: str) -> tuple[str, str]:
-    """(HDF5 URL, errors URL) for an input: ``train_chunk_0.jsonl`` -> ``train_chunk_0.h5``."""
-    stem = output_stem(input_url)
-    return join_url(output_dir, f"{stem}.h5"), join_url(output_dir, f"{stem}.errors.jsonl")
-
-
-def standing_output(input_url: str, output_dir: str, output_format: str, recorded: str | None = None) -> str:
-    """The file whose presence marks a chunk finished: its HDF5, or with Megatron-only output the
-    .idx of its first key (published after its .bin). Which keys a chunk writes shows only once it
-    is written, so that .idx is the one an earlier run ``recorded`` for this input, when it has
-    the right shape; otherwise the HDF5 name, which such a run never writes."""
-    h5_url, _ = output_names(input_url, output_dir)
-    if output_format not in ("megatron", "mindspeed") or not recorded:
-        return h5_url
-    stem, name = output_stem(input_url), recorded.rsplit("/", 1)[-1]
-    for level in LEVELS:
-        key = name[len(stem) + 1 : -len(f"_{level}.idx")]
-        if (
-            name.endswith(f"_{level}.idx")
-            and key
-            and recorded == join_url(output_dir, megatron_name(stem, key, level) + ".idx")
-        ):
-            return recorded
-    return h5_url
 
 
 def resolve_pad_value(processor: Processor, pack_size: int, pad_value: int | None) -> int | None:
@@ -335,39 +290,6 @@ def _pack_attrs(options: CacheOptions, stats: CacheStats, pad_value: int | None)
         "position_ids_restart": {"concat": "document_and_pack", "bfd": "document"}.get(stats.packing, ""),
         STORAGE_ATTR: options.position_ids if packed else "",
     }
-
-
-def list_inputs(inputs, storage_options: dict | None = None) -> list[str]:
-    """A file, a list of files, or a folder of ``.jsonl`` files -> list of URLs.
-
-    A folder with an h5pipe manifest (an export's output) gives exactly the chunks it committed;
-    a folder without one gives its ``.jsonl`` files except hidden and temporary names (``.*``,
-    ``_*``: staging files of writers, markers), as Hadoop's input formats skip them."""
-    if isinstance(inputs, (list, tuple)):
-        return [str(i) for i in inputs]
-    fs, path = url_to_fs(str(inputs), storage_options)
-    if fs.isdir(path):
-        found = _folder_inputs(str(inputs), storage_options)
-        if not found:
-            raise FileNotFoundError(f"no .jsonl files in {inputs}")
-        return found
-    if not fs.exists(path):
-        raise FileNotFoundError(f"input {inputs} does not exist")
-    return [str(inputs)]
-
-
-def _folder_inputs(folder: str, storage_options: dict | None) -> list[str]:
-    listed = fetch_files(folder, ".jsonl", storage_options)
-    committed = committed_outputs(folder, ".jsonl", storage_options)
-    if committed is None:
-        return [u for u in listed if not u.rsplit("/", 1)[-1].startswith((".", "_"))]
-    by_name = {u.rsplit("/", 1)[-1]: u for u in listed}
-    missing = [n for n in committed if n not in by_name]
-    if missing:
-        raise FileNotFoundError(
-            f"{folder}: its manifest commits {missing[:3]} but the folder lacks them; rerun the export into it"
-        )
-    return [by_name[n] for n in committed]
 
 
 def cache_jsonl(

@@ -19,7 +19,7 @@ import re
 from pipeline_core.commit.manifest import Manifest, ManifestEntry, load_manifest, save_manifest
 from pipeline_core.errors import ConfigError
 from pipeline_core.formats.megatron.output import LEVELS, merge_megatron
-from pipeline_core.stages.cache import output_stem
+from pipeline_core.stages.outputs import output_stem
 from pipeline_core.storage.fs import fetch_files, natural_key, url_to_fs
 from pipeline_core.storage.hashing import file_digest
 

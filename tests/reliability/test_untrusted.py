@@ -15,8 +15,9 @@ from pipeline_core.formats.h5 import COMPLETE_ATTR, load_h5, open_h5, read_attrs
 from pipeline_core.loader.dataset import H5Dataset
 from pipeline_core.processors import ProcessorFactory
 from pipeline_core.sources import open_source
-from pipeline_core.stages.cache import cache_file, output_names
+from pipeline_core.stages.cache import cache_file
 from pipeline_core.stages.export import export_chunk, export_dataset
+from pipeline_core.stages.outputs import output_names
 
 UNSAFE_PREFIXES = ["../evil", "a/../../evil", "..\\evil", "/abs/evil", "evil\x00", "s3://bucket/evil"]
 ROWS = [{"text": f"row {i}"} for i in range(10)]

@@ -125,6 +125,6 @@ def test_merge_refuses_chunks_with_different_keys(tmp_path):
     ],
 )
 def test_standing_output_is_the_recorded_idx_only_for_megatron_only_chunks(output_format, recorded, expected):
-    from pipeline_core.stages.cache import standing_output
+    from pipeline_core.stages.outputs import standing_output
 
     assert standing_output("s3://b/in/train_chunk_3.jsonl", "s3://b/out", output_format, recorded) == expected
