@@ -37,6 +37,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from flows.env_switch import env_choice
 from pipeline_core.storage.records import cache_dir, default_cache_dir
 
 MODES = ("auto", "reuse", "temporary")
@@ -149,10 +150,7 @@ def configured_api_url() -> str | None:
 
 
 def server_mode() -> str:
-    mode = os.environ.get("H5PIPE_SERVER", "auto").strip().lower() or "auto"
-    if mode not in MODES:
-        raise ServerError(f"H5PIPE_SERVER={mode!r} is not one of {', '.join(MODES)}; unset it for 'auto'")
-    return mode
+    return env_choice("H5PIPE_SERVER", MODES, ServerError)
 
 
 def idle_seconds_from_env() -> float:

@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from flows.env_switch import env_choice
+
 MODES = ("auto", "on", "off")
 
 
@@ -42,10 +44,7 @@ def log_path() -> Path:
 
 def mode() -> str:
     """``H5PIPE_WARM``: auto (default: on unless ``H5PIPE_SERVER=temporary``), on, off."""
-    value = os.environ.get("H5PIPE_WARM", "auto").strip().lower() or "auto"
-    if value not in MODES:
-        raise ValueError(f"H5PIPE_WARM={value!r} is not one of {', '.join(MODES)}; unset it for 'auto'")
-    return value
+    return env_choice("H5PIPE_WARM", MODES)
 
 
 def enabled() -> bool:
@@ -62,13 +61,7 @@ def enabled() -> bool:
 
 def read_records() -> list[dict]:
     """Every warm process's record in the state dir (the dead ones too: ``pid`` tells)."""
-    records = []
-    for path in sorted(state_dir().glob("warm-*.json")):
-        try:
-            records.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    return records
+    return _read_json_files("warm-*.json")
 
 
 def write_record(fingerprint: str, record: dict) -> None:
@@ -93,8 +86,14 @@ def forget_starting(pid: int) -> None:
 
 
 def read_starting() -> list[dict]:
+    return _read_json_files("starting-warm-*.json")
+
+
+def _read_json_files(pattern: str) -> list[dict]:
+    """The readable JSON files of the state dir matching ``pattern``; one being replaced or
+    removed while read is skipped (its writer is the authority on it)."""
     found = []
-    for path in sorted(state_dir().glob("starting-warm-*.json")):
+    for path in sorted(state_dir().glob(pattern)):
         try:
             found.append(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
