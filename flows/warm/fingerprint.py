@@ -46,7 +46,7 @@ def fingerprint(environ=None, cwd: str | None = None, path: list[str] | None = N
 
 def code_identity(path: list[str] | None = None) -> tuple[str, str]:
     """(where h5pipe's code is, a digest of its files): a warm process of the same place but another
-    digest runs code that no longer exists there, and is retired (flows/warm/zygote.py)."""
+    digest runs code that no longer exists there, and is retired (flows/warm/loop.py)."""
     digest = hashlib.sha256(repr(_code(sys.path if path is None else path)).encode("utf-8", "surrogateescape"))
     return str(Path(__file__).resolve().parents[2]), digest.hexdigest()[:16]
 
