@@ -25,20 +25,26 @@ they stay visible in the UI as with any server; the outputs never depend on whic
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from flows.env_switch import env_choice
-from pipeline_core.storage.records import cache_dir, default_cache_dir
+from flows.server_record import (
+    ServerRecord,
+    answers,
+    log_path,
+    pid_alive,
+    read_record,
+    record_path,
+    running_kept_server,
+    state_dir,
+    touch_used,
+    used_path,
+)
 
 MODES = ("auto", "reuse", "temporary")
 DEFAULT_IDLE_MINUTES = 30.0
@@ -47,88 +53,6 @@ START_TIMEOUT = 180.0  # a server start on 2 busy cores took up to 15 s; leave r
 
 class ServerError(RuntimeError):
     """The kept server could not be started or stopped; the message says what to do."""
-
-
-@dataclass
-class ServerRecord:
-    """What the keeper writes once its server answers; ``pid`` is the keeper's, ``server_pid`` the server's."""
-
-    url: str
-    pid: int
-    server_pid: int
-    port: int
-    idle_seconds: float
-    started: float
-
-    @property
-    def api_url(self) -> str:
-        return f"{self.url}/api"
-
-
-def state_dir() -> Path:
-    return (cache_dir() or default_cache_dir()) / "prefect-server"
-
-
-def record_path() -> Path:
-    return state_dir() / "server.json"
-
-
-def used_path() -> Path:
-    """Touched by every run that uses the kept server; the keeper's idle clock starts from its mtime."""
-    return state_dir() / "last-used"
-
-
-def log_path() -> Path:
-    return state_dir() / "server.log"
-
-
-def read_record() -> ServerRecord | None:
-    try:
-        return ServerRecord(**json.loads(record_path().read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def write_record(record: ServerRecord) -> None:
-    path = record_path()
-    temp = path.with_suffix(".tmp")
-    temp.write_text(json.dumps(asdict(record)), encoding="utf-8")
-    os.replace(temp, path)
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def answers(api_url: str, timeout: float = 0.5) -> bool:
-    """Does a Prefect API answer its health check at ``api_url``?"""
-    try:
-        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def running_kept_server() -> ServerRecord | None:
-    """The kept server's record when its keeper lives and the server answers."""
-    record = read_record()
-    if record and pid_alive(record.pid) and answers(record.api_url):
-        return record
-    return None
 
 
 def default_address() -> str:
@@ -205,15 +129,6 @@ def using_api(api_url: str | None):
     finally:
         touch_used()
         os.environ.pop("PREFECT_API_URL", None)
-
-
-def touch_used() -> None:
-    with contextlib.suppress(OSError):
-        used_path().parent.mkdir(parents=True, exist_ok=True)
-        used_path().touch()
-
-
-# ---- starting and stopping the kept server -------------------------------------------------------
 
 
 def free_port(preferred: int | None) -> int:

@@ -13,7 +13,7 @@ STOP_SECONDS = 15.0
 
 
 def _alive(pid: int) -> bool:
-    from flows.local_server import pid_alive
+    from flows.server_record import pid_alive
 
     return pid_alive(pid)
 

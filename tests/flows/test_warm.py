@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.local_server import pid_alive
+from flows.server_record import pid_alive
 from flows.warm.fingerprint import fingerprint
 from tests.conftest import free_port, load_json_or_jsonl
 from tests.flows.test_cache_flow import write_chunks
