@@ -3,7 +3,8 @@
 ``run_warm`` returns the run's exit code, or None when no warm process took the run (none
 running, refused, dead, or silent past the handshake timeout): the caller then runs cold. Once
 the warm process has forked the run's child, the client only relays signals and waits for the
-exit status, so Ctrl-C and ``kill`` reach the run as they would a cold process.
+exit status, so Ctrl-C and ``kill`` reach the run as they would a cold process, and Ctrl-Z
+(SIGTSTP) stops the run with the client, ``fg`` (SIGCONT) resuming both.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from flows.warm import protocol, state
 CONNECT_TIMEOUT = 1.0
 HANDSHAKE_TIMEOUT = 10.0  # the fork takes milliseconds; a busy machine gets room
 RELAYED = protocol.RELAYED
+# Job control: the run's group has its parent in another session (the warm process's), so the
+# kernel discards a SIGTSTP sent to it; it is stopped with SIGSTOP instead.
+SUSPEND, RESUME = signal.SIGTSTP, signal.SIGCONT
 
 
 def run_warm(argv: list[str], fingerprint: str) -> int | None:
@@ -57,12 +61,24 @@ class Relay:
         self.pid: int | None = None
         self.pending: list[int] = []
         self.previous = {signum: signal.signal(signum, self._on_signal) for signum in RELAYED}
+        self.previous[SUSPEND] = signal.signal(SUSPEND, self._on_suspend)
+        self.previous[RESUME] = signal.signal(RESUME, self._on_resume)
 
     def _on_signal(self, signum: int, _frame) -> None:
         if self.pid is None:
             self.pending.append(signum)
         else:
             _relay(self.pid, signum)
+
+    def _on_suspend(self, _signum: int, _frame) -> None:
+        """Ctrl-Z: the run stops, then this process, as a cold run stops whole."""
+        if self.pid is not None:
+            _relay(self.pid, signal.SIGSTOP)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    def _on_resume(self, _signum: int, _frame) -> None:
+        if self.pid is not None:
+            _relay(self.pid, signal.SIGCONT)
 
     def to(self, pid: int) -> None:
         self.pid = pid

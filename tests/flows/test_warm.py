@@ -174,6 +174,35 @@ def test_sigterm_on_the_client_reaches_the_run(world):
     assert not pid_alive(child)
 
 
+def process_state(pid: int) -> str:
+    """R, S, T (stopped)... from /proc; "gone" once it exited."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def wait_for_state(pids: tuple[int, ...], wanted, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(wanted(process_state(pid)) for pid in pids):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"states {[process_state(p) for p in pids]} after {timeout} s")
+
+
+def test_ctrl_z_stops_the_run_with_the_client_and_sigcont_resumes_both(world):
+    run, child = start_warm_run(world)
+    run.send_signal(signal.SIGTSTP)
+    wait_for_state((run.pid, child), lambda state: state == "T")
+    time.sleep(0.5)
+    assert process_state(child) == "T"  # still stopped: nothing ran on behind the stopped client
+    run.send_signal(signal.SIGCONT)
+    wait_for_state((child,), lambda state: state != "T")
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+
+
 def test_the_client_imports_nothing_heavy(world):
     probe = (
         "import sys; from flows.entry import _warm_fingerprint; from flows.warm.client import connect; "
