@@ -26,8 +26,8 @@ from typing import Literal
 
 import fsspec
 
-from pipeline_core.sources.dataset_info import LOCATION_KEYS
 from pipeline_core.sources.formats import builder_for, is_data_file
+from pipeline_core.sources.locations import LOCATION_KEYS
 from pipeline_core.storage.fs import natural_key, url_to_fs
 
 Kind = Literal["files", "repo", "saved", "hub", "dataset_info"]
