@@ -129,7 +129,7 @@ def test_remote_folder_is_downloaded_once(sft_outputs, tmp_path, monkeypatch):
 
 
 def test_downloads_go_where_the_other_records_go(tmp_path, monkeypatch):
-    from pipeline_core.loader.dataset import _cache_root
+    from pipeline_core.loader.downloads import _cache_root
 
     monkeypatch.delenv("H5PIPE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
