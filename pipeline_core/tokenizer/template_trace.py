@@ -23,6 +23,10 @@ content, so a later ``.startswith`` on it is a read. A filter or call that is ha
 content itself and returns anything but a string (``'abc'.startswith(content)``, ``|wordcount``)
 has looked at it: a read. A container the check cannot look into (a generator, a custom object)
 counts as holding one.
+
+``content in 'some text'`` is a search of the literal that C code does without asking the content
+anything, so the traced compile turns every ``in`` / ``not in`` into a call that records it
+(``_traced_in``); a chain of comparisons holding one (``a < b in c``) counts as a read outright.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import functools
 import threading
 from functools import lru_cache
 
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator
 from jinja2.nodes import EvalContext
 from jinja2.runtime import Context, Undefined
 
@@ -190,6 +196,40 @@ def _traced_call(environment):
     return call
 
 
+def _traced_in(item, container) -> bool:
+    """``item in container``, a read when a traced content is searched for in a string (every
+    other container asks the item itself: ``__eq__`` or ``__hash__``, which record themselves)."""
+    if isinstance(item, Traced) and isinstance(container, str):
+        _read("in")
+    return item in container
+
+
+def _chain_read() -> bool:
+    _read("in (in a chain of comparisons)")
+    return False
+
+
+class _TracingCodeGenerator(CodeGenerator):
+    """Compiles ``a in b`` as ``environment.traced_in(a, b)`` (``not in`` negated)."""
+
+    def visit_Compare(self, node: nodes.Compare, frame) -> None:
+        ops = [op.op for op in node.ops]
+        if "in" not in ops and "notin" not in ops:
+            return super().visit_Compare(node, frame)
+        if len(ops) > 1:
+            self.write("(environment.traced_chain() or ")
+            super().visit_Compare(node, frame)
+            self.write(")")
+            return None
+        self.write("(not " if ops[0] == "notin" else "(")
+        self.write("environment.traced_in(")
+        self.visit(node.expr, frame)
+        self.write(", ")
+        self.visit(node.ops[0].expr, frame)
+        self.write("))")
+        return None
+
+
 @lru_cache(maxsize=32)
 def _traced_template(source: str):
     """A private compile of ``source`` whose ``~``, filters and calls keep traces and whose globals
@@ -198,6 +238,8 @@ def _traced_template(source: str):
     environment = shared.environment.overlay()
     environment.filters = {name: _traced_filter(name, f) for name, f in environment.filters.items()}
     environment.call = _traced_call(environment)
+    environment.code_generator_class = _TracingCodeGenerator
+    environment.traced_in, environment.traced_chain = _traced_in, _chain_read
     template = environment.from_string(source)
     template.globals = {**template.globals, "raise_exception": _traced_raise, "strftime_now": _traced_now}
     template.root_render_func.__globals__["str_join"] = _traced_join

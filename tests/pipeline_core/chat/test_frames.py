@@ -99,6 +99,10 @@ READING = {
     "passes content to a literal's method": "{% if '!go'.startswith(m.content) %}{{ '!!' }}{% endif %}"
     + CHATML % "m.content",
     "counts words": CHATML % "(m.content ~ ('+' if m.content | wordcount > 1 else ''))",
+    # searching a literal for a content is C code that asks the content nothing
+    "looks for content in a literal": "{% if m.content in '!go hi' %}{{ '!!' }}{% endif %}" + CHATML % "m.content",
+    "content not in a literal": CHATML % "(m.content ~ ('+' if m.content not in 'abcd' else ''))",
+    "a chain holding in": "{% if '' < m.content in 'abcd' %}{{ '!!' }}{% endif %}" + CHATML % "m.content",
 }
 FOOTER = "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 
