@@ -67,6 +67,15 @@ def pieces_at(text: str, spans: list[Span], owners: list[int], ids: np.ndarray, 
     return [Piece(ids=ids[bounds[i] : bounds[i + 1]], message=o, target=t) for i, (_, o, t) in enumerate(parts)]
 
 
+def trained_tokens(
+    chars: int, spans: list[Span], owners: list[int], cuts: list[int], size: int
+) -> list[tuple[int, int]]:
+    """The tokens [start, end) of each span, from the token counts before each of ``span_edges``."""
+    bounds = [0, *cuts, size]
+    parts = _ranges(chars, spans, owners)
+    return [(bounds[i], bounds[i + 1]) for i, (_, _, target) in enumerate(parts) if target]
+
+
 def _ranges(chars: int, spans: list[Span], owners: list[int]) -> list[tuple[int, int, bool]]:
     """``_segments`` by position: (end, owner, is a span) of each non-empty part, without slicing text."""
     parts, pos = [], 0

@@ -51,7 +51,7 @@ import re
 from collections import Counter
 from typing import Literal
 
-from pipeline_core.chat.frames import MAX_SHAPES, ShapeFrame, compile_frame, shape_of
+from pipeline_core.chat.frames import MAX_SHAPES, Shape, ShapeFrame, compile_frame, shape_of
 from pipeline_core.chat.messages import TemplateConversation, template_conversation, texts_of
 from pipeline_core.chat.pieces import Piece
 from pipeline_core.chat.span_cuts import Span, cut_samples, mask_error
@@ -157,18 +157,25 @@ class TemplateStrategy(PromptStrategy):
 
     def _from_frame(self, template: str, conversation: TemplateConversation) -> tuple[str, list[Span]] | None:
         """The row's text and spans filled into its shape's frame (chat/frames.py), or None: Jinja renders it."""
-        if template not in self._framed or self.trained_roles != {"assistant"}:
-            return None
         shape = shape_of(conversation.messages, conversation.tools)
-        if shape is None:
+        frame = None if shape is None else self.frame_for(template, shape)
+        return None if frame is None else frame.render([m["content"] for m in conversation.messages])
+
+    def frame_for(self, template: str, shape: Shape) -> ShapeFrame | None:
+        """The shape's frame (compiled on first use), or None: its rows are rendered by Jinja."""
+        if template not in self._framed or self.trained_roles != {"assistant"}:
             return None
         key = (template, shape)
         if key not in self._frames:
             if len(self._frames) >= MAX_SHAPES:
                 return None
             self._frames[key] = compile_frame(template, shape, self._variables)
-        frame = self._frames[key]
-        return None if frame is None else frame.render([m["content"] for m in conversation.messages])
+        return self._frames[key]
+
+    @property
+    def segments(self) -> MarkupSegments | None:
+        """The markup encoding by segments (tokenizer/segments.py), or None for this tokenizer."""
+        return self._segments
 
     @property
     def fast_path_stats(self) -> dict[str, int]:
@@ -331,19 +338,23 @@ class TemplateStrategy(PromptStrategy):
             raise RowError("template_error", f"the chat template failed on this row: {type(e).__name__}: {e}") from None
 
     def _check_specials(self, messages: list[Message]) -> None:
+        for i, message in enumerate(messages):
+            self.check_texts(texts_of(message), i)
+
+    def check_texts(self, texts: list[str], i: int) -> None:
+        """A RowError when one of message ``i``'s texts holds a special token string."""
         if self._specials is None:
             return
-        for i, message in enumerate(messages):
-            for value in texts_of(message):
-                found = self._specials.search(value)
-                if found:
-                    raise RowError(
-                        "special_token_in_text",
-                        f"messages[{i}] contains the special token {found.group()!r}; the template strategy "
-                        "encodes rendered text with special tokens on, so it would become a control token. "
-                        "Clean the data or use the chatml/alpaca strategy, which encode data as text",
-                        f"messages[{i}].content",
-                    )
+        for value in texts:
+            found = self._specials.search(value)
+            if found:
+                raise RowError(
+                    "special_token_in_text",
+                    f"messages[{i}] contains the special token {found.group()!r}; the template strategy "
+                    "encodes rendered text with special tokens on, so it would become a control token. "
+                    "Clean the data or use the chatml/alpaca strategy, which encode data as text",
+                    f"messages[{i}].content",
+                )
 
     def _probe(self) -> None:
         """A template that cannot mask one plain exchange can mask no row: refused whole."""
