@@ -27,7 +27,7 @@ before it, so filling a frame gives the same text and spans as rendering the row
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline_core.chat.span_cuts import Span
 from pipeline_core.tokenizer.template_trace import Content, render_traced
@@ -47,6 +47,10 @@ class Frame:
 
     literals: tuple[str, ...]
     slots: tuple[int, ...]
+    fixed: int = field(init=False, compare=False)  # the literals' characters: a span edge is this plus contents
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fixed", sum(map(len, self.literals)))
 
     def fill(self, contents: list[str]) -> str:
         parts = [self.literals[0]]
@@ -55,7 +59,7 @@ class Frame:
         return "".join(parts)
 
     def length(self, contents: list[str]) -> int:
-        return sum(map(len, self.literals)) + sum(len(contents[s]) for s in self.slots)
+        return self.fixed + sum(len(contents[s]) for s in self.slots)
 
 
 @dataclass(frozen=True, slots=True)

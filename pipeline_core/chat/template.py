@@ -173,6 +173,11 @@ class TemplateStrategy(PromptStrategy):
         return self._frames[key]
 
     @property
+    def special_token_search(self):
+        """``text -> match or None``: where a special token string is in ``text`` (check_texts says the error)."""
+        return self._specials.search if self._specials is not None else _nothing
+
+    @property
     def segments(self) -> MarkupSegments | None:
         """The markup encoding by segments (tokenizer/segments.py), or None for this tokenizer."""
         return self._segments
@@ -394,6 +399,10 @@ def _checked_kwargs(kwargs: dict | None) -> dict:
     except TypeError as e:
         raise ConfigError(f"chat_template_kwargs must be plain JSON values (they are recorded): {e}") from None
     return kwargs
+
+
+def _nothing(text: str) -> None:
+    return None
 
 
 def _no_runs() -> ConfigError:

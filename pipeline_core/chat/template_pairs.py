@@ -66,13 +66,15 @@ def pair_batch(strategy, pairs: list[tuple[str, str]]) -> PairBatch | None:
 def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list[tuple[int, RowError]]]:
     """(index, text, spans, span edges) of each pair without a special token string; the others' errors."""
     rendered, errors = [], []
+    special = strategy.special_token_search
     for i, (query, response) in enumerate(pairs):
-        try:
-            strategy.check_texts([query], 0)
-            strategy.check_texts([response], 1)
-        except RowError as e:
-            errors.append((i, e))
-            continue
+        if special(query) or special(response):
+            try:
+                strategy.check_texts([query], 0)
+                strategy.check_texts([response], 1)
+            except RowError as e:
+                errors.append((i, e))
+                continue
         text, spans = frame.render([query, response])
         rendered.append((i, text, spans, span_edges(text, spans, OWNERS)))
     return rendered, errors
@@ -85,7 +87,9 @@ def _filled(content: str) -> bool:
 
 def _rows(joined: np.ndarray, starts: list[int], rows: list[int]) -> Ragged:
     every = Ragged(joined, np.asarray(starts, dtype=np.int64))
-    return every if len(rows) == len(every) else every.select(np.asarray(rows, dtype=np.int64))
+    kept = np.zeros(len(every), dtype=bool)
+    kept[rows] = True
+    return every.keep(kept)
 
 
 def _index(error: tuple[int, RowError]) -> int:
