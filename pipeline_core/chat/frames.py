@@ -58,8 +58,9 @@ class Frame:
             parts += (contents[slot], literal)
         return "".join(parts)
 
-    def length(self, contents: list[str]) -> int:
-        return self.fixed + sum(len(contents[s]) for s in self.slots)
+    def length(self, lengths: list[int]) -> int:
+        """The filled text's length, from the contents' lengths."""
+        return self.fixed + sum(map(lengths.__getitem__, self.slots))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,8 @@ class ShapeFrame:
     def render(self, contents: list[str]) -> tuple[str, list[Span]]:
         if self.strips:
             contents = contents + [c.strip() for c in contents]
-        spans = [(before.length(contents), through.length(contents), k) for before, through, k in self.turns]
+        lengths = list(map(len, contents))
+        spans = [(before.length(lengths), through.length(lengths), k) for before, through, k in self.turns]
         return self.whole.fill(contents), spans
 
 

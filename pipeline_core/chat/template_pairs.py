@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline_core.chat.span_cuts import span_edges, straddle_error, trained_tokens
+from pipeline_core.chat.span_cuts import edges_of, span_parts, straddle_error, trained_tokens
 from pipeline_core.errors import RowError
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.tokenizer.segments import Straddle
@@ -45,15 +45,15 @@ def pair_batch(strategy, pairs: list[tuple[str, str]]) -> PairBatch | None:
     if frame is None or segments is None or not all(_filled(q) and _filled(r) for q, r in pairs):
         return None
     rendered, errors = _rendered(strategy, frame, pairs)
-    joined, starts, found = segments.encode_cut_joined([(text, edges) for _, text, spans, edges in rendered])
+    joined, starts, found = segments.encode_cut_joined([(text, edges_of(parts)) for _, text, parts in rendered])
     strategy.fast_path["frame"] += len(rendered)
     strategy.fast_path["segments"] += len(rendered)
     kept, spans, rows = [], [], []
-    for r, ((i, text, span, _), cuts) in enumerate(zip(rendered, found)):
+    for r, ((i, text, parts), cuts) in enumerate(zip(rendered, found)):
         if isinstance(cuts, Straddle):
             errors.append((i, straddle_error(text, cuts)))
             continue
-        [(start, end)] = trained_tokens(len(text), span, OWNERS, cuts, starts[r + 1] - starts[r])
+        [(start, end)] = trained_tokens(parts, cuts, starts[r + 1] - starts[r])
         kept.append(i)
         spans.append((start, end))
         rows.append(r)
@@ -64,7 +64,7 @@ def pair_batch(strategy, pairs: list[tuple[str, str]]) -> PairBatch | None:
 
 
 def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list[tuple[int, RowError]]]:
-    """(index, text, spans, span edges) of each pair without a special token string; the others' errors."""
+    """(index, text, span parts) of each pair without a special token string; the others' errors."""
     rendered, errors = [], []
     special = strategy.special_token_search
     for i, (query, response) in enumerate(pairs):
@@ -76,7 +76,7 @@ def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list
                 errors.append((i, e))
                 continue
         text, spans = frame.render([query, response])
-        rendered.append((i, text, spans, span_edges(text, spans, OWNERS)))
+        rendered.append((i, text, span_parts(len(text), spans, OWNERS)))
     return rendered, errors
 
 

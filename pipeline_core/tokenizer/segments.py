@@ -104,14 +104,14 @@ class MarkupSegments:
     def _cuts(self, pieces: list[str], edges: list[int], values: np.ndarray, offsets: np.ndarray) -> list[int] | Straddle:
         """The tokens before each edge of one text (``offsets``: its segments' rows in ``values``)."""
         offsets = offsets.tolist()
-        seg_tokens = [o - offsets[0] for o in offsets]  # tokens of the segments before segment q: seg_tokens[q]
+        base = offsets[0]  # tokens of the segments before segment q: offsets[q] - base
         ends = list(accumulate(map(len, pieces)))  # character end of each piece
         cuts = []
         for edge in edges:
             p = bisect_left(ends, edge)  # the piece holding the edge, or ending at it
             q, in_token = divmod(p, 2)  # piece 2q: segment q; piece 2q+1: the control token after it
             if ends[p] == edge:  # through segment q and q control tokens, plus this one if it is one
-                cuts.append(seg_tokens[q + 1] + q + in_token)
+                cuts.append(offsets[q + 1] - base + q + in_token)
             elif in_token:
                 return Straddle(edge)  # inside a control token
             else:
@@ -119,7 +119,7 @@ class MarkupSegments:
                 n = self._tokens_spelling(values[offsets[q] : offsets[q + 1]], pieces[p][: edge - start])
                 if n is None:
                     return Straddle(edge)
-                cuts.append(seg_tokens[q] + q + n)
+                cuts.append(offsets[q] - base + q + n)
         return cuts
 
     def _tokens_spelling(self, ids: np.ndarray, left: str) -> int | None:
