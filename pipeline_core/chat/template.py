@@ -56,6 +56,7 @@ from pipeline_core.chat.messages import TemplateConversation, template_conversat
 from pipeline_core.chat.pieces import Piece
 from pipeline_core.chat.span_cuts import Span, cut_samples, mask_error
 from pipeline_core.chat.strategies import PromptStrategy, StrategyFactory
+from pipeline_core.chat.template_choice import checked_kwargs, chosen_templates
 from pipeline_core.converters.sample import Message, text_message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.tokenizer.auto import AutoTokenizer
@@ -87,13 +88,13 @@ class TemplateStrategy(PromptStrategy):
         rewritten: str = "last",
     ) -> None:
         super().__init__(tokenizer)
-        self.templates = _templates(tokenizer, template)
+        self.templates = chosen_templates(tokenizer, template)
         self.template = self.templates.get("default") or next(iter(self.templates.values()))
         self.mask_source = "generation" if GENERATION_TAG.search(self.template) else "prefix"
         if rewritten not in REWRITTEN:
             raise ConfigError(f"rewritten must be one of {', '.join(REWRITTEN)}, got {rewritten!r}")
         self.rewritten: Rewritten = rewritten  # type: ignore[assignment]
-        self.kwargs = _checked_kwargs(chat_template_kwargs)
+        self.kwargs = checked_kwargs(chat_template_kwargs)
         self._variables = {**tokenizer.template_variables(), **self.kwargs}
         specials = sorted(tokenizer.special_tokens, key=len, reverse=True)
         self._specials = re.compile("|".join(map(re.escape, specials))) if specials else None
@@ -367,38 +368,6 @@ class TemplateStrategy(PromptStrategy):
             self.render_messages(PROBE)
         except RowError as e:
             raise ConfigError(f"the template strategy cannot mask this chat template exactly: {e.message}") from None
-
-
-def _templates(tokenizer: AutoTokenizer, template: str | None) -> dict[str, str]:
-    named = dict(tokenizer.named_chat_templates)
-    if template is not None:
-        return {"default": named[template]} if template in named else {"default": template}
-    if named:
-        if "default" not in named:
-            raise ConfigError(
-                f"the tokenizer {tokenizer.source} has named chat templates {sorted(named)} and none is "
-                "'default'; pass template=<name or Jinja text>"
-            )
-        return named
-    if not tokenizer.chat_template:
-        raise ConfigError(
-            "the template strategy renders the tokenizer's chat_template, and this tokenizer has none: "
-            "add 'chat_template' to tokenizer_config.json (or chat_template.jinja beside it), call "
-            "set_chat_template(...), or pass template=..."
-        )
-    return {"default": tokenizer.chat_template}
-
-
-def _checked_kwargs(kwargs: dict | None) -> dict:
-    kwargs = dict(kwargs or {})
-    taken = {"messages", "tools", "add_generation_prompt"} & set(kwargs)
-    if taken:
-        raise ConfigError(f"chat_template_kwargs cannot set {sorted(taken)}: the strategy passes them per row")
-    try:
-        json.dumps(kwargs)
-    except TypeError as e:
-        raise ConfigError(f"chat_template_kwargs must be plain JSON values (they are recorded): {e}") from None
-    return kwargs
 
 
 def _nothing(text: str) -> None:
