@@ -27,7 +27,7 @@ before it, so filling a frame gives the same text and spans as rendering the row
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline_core.chat.span_cuts import Span
 from pipeline_core.tokenizer.template_trace import Content, render_traced
@@ -47,6 +47,10 @@ class Frame:
 
     literals: tuple[str, ...]
     slots: tuple[int, ...]
+    fixed: int = field(init=False, compare=False)  # the literals' characters: a span edge is this plus contents
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fixed", sum(map(len, self.literals)))
 
     def fill(self, contents: list[str]) -> str:
         parts = [self.literals[0]]
@@ -54,8 +58,9 @@ class Frame:
             parts += (contents[slot], literal)
         return "".join(parts)
 
-    def length(self, contents: list[str]) -> int:
-        return sum(map(len, self.literals)) + sum(len(contents[s]) for s in self.slots)
+    def length(self, lengths: list[int]) -> int:
+        """The filled text's length, from the contents' lengths."""
+        return self.fixed + sum(map(lengths.__getitem__, self.slots))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +74,8 @@ class ShapeFrame:
     def render(self, contents: list[str]) -> tuple[str, list[Span]]:
         if self.strips:
             contents = contents + [c.strip() for c in contents]
-        spans = [(before.length(contents), through.length(contents), k) for before, through, k in self.turns]
+        lengths = list(map(len, contents))
+        spans = [(before.length(lengths), through.length(lengths), k) for before, through, k in self.turns]
         return self.whole.fill(contents), spans
 
 

@@ -57,17 +57,29 @@ def cut_pieces(
 
 def span_edges(text: str, spans: list[Span], owners: list[int]) -> list[int]:
     """The character positions where the pieces of ``cut_pieces`` meet (ascending, inside the text)."""
-    return [end for end, _, _ in _ranges(len(text), spans, owners)[:-1]]
+    return edges_of(span_parts(len(text), spans, owners))
+
+
+def edges_of(parts: list[tuple[int, int, bool]]) -> list[int]:
+    """``span_edges`` from the text's ``span_parts``."""
+    return [end for end, _, _ in parts[:-1]]
 
 
 def pieces_at(text: str, spans: list[Span], owners: list[int], ids: np.ndarray, cuts: list[int]) -> list[Piece]:
     """``cut_pieces`` when the token count before each of ``span_edges`` is already known."""
     bounds = [0, *cuts, ids.size]
-    parts = _ranges(len(text), spans, owners)
+    parts = span_parts(len(text), spans, owners)
     return [Piece(ids=ids[bounds[i] : bounds[i + 1]], message=o, target=t) for i, (_, o, t) in enumerate(parts)]
 
 
-def _ranges(chars: int, spans: list[Span], owners: list[int]) -> list[tuple[int, int, bool]]:
+def trained_tokens(parts: list[tuple[int, int, bool]], cuts: list[int], size: int) -> list[tuple[int, int]]:
+    """The tokens [start, end) of each span, from the text's ``span_parts`` and the token counts
+    before each of its edges (``size``: the text's tokens)."""
+    bounds = [0, *cuts, size]
+    return [(bounds[i], bounds[i + 1]) for i, (_, _, target) in enumerate(parts) if target]
+
+
+def span_parts(chars: int, spans: list[Span], owners: list[int]) -> list[tuple[int, int, bool]]:
     """``_segments`` by position: (end, owner, is a span) of each non-empty part, without slicing text."""
     parts, pos = [], 0
     for start, end, k in spans:

@@ -51,11 +51,12 @@ import re
 from collections import Counter
 from typing import Literal
 
-from pipeline_core.chat.frames import MAX_SHAPES, ShapeFrame, compile_frame, shape_of
+from pipeline_core.chat.frames import MAX_SHAPES, Shape, ShapeFrame, compile_frame, shape_of
 from pipeline_core.chat.messages import TemplateConversation, template_conversation, texts_of
 from pipeline_core.chat.pieces import Piece
 from pipeline_core.chat.span_cuts import Span, cut_samples, mask_error
 from pipeline_core.chat.strategies import PromptStrategy, StrategyFactory
+from pipeline_core.chat.template_choice import checked_kwargs, chosen_templates
 from pipeline_core.converters.sample import Message, text_message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.tokenizer.auto import AutoTokenizer
@@ -87,13 +88,13 @@ class TemplateStrategy(PromptStrategy):
         rewritten: str = "last",
     ) -> None:
         super().__init__(tokenizer)
-        self.templates = _templates(tokenizer, template)
+        self.templates = chosen_templates(tokenizer, template)
         self.template = self.templates.get("default") or next(iter(self.templates.values()))
         self.mask_source = "generation" if GENERATION_TAG.search(self.template) else "prefix"
         if rewritten not in REWRITTEN:
             raise ConfigError(f"rewritten must be one of {', '.join(REWRITTEN)}, got {rewritten!r}")
         self.rewritten: Rewritten = rewritten  # type: ignore[assignment]
-        self.kwargs = _checked_kwargs(chat_template_kwargs)
+        self.kwargs = checked_kwargs(chat_template_kwargs)
         self._variables = {**tokenizer.template_variables(), **self.kwargs}
         specials = sorted(tokenizer.special_tokens, key=len, reverse=True)
         self._specials = re.compile("|".join(map(re.escape, specials))) if specials else None
@@ -157,18 +158,30 @@ class TemplateStrategy(PromptStrategy):
 
     def _from_frame(self, template: str, conversation: TemplateConversation) -> tuple[str, list[Span]] | None:
         """The row's text and spans filled into its shape's frame (chat/frames.py), or None: Jinja renders it."""
-        if template not in self._framed or self.trained_roles != {"assistant"}:
-            return None
         shape = shape_of(conversation.messages, conversation.tools)
-        if shape is None:
+        frame = None if shape is None else self.frame_for(template, shape)
+        return None if frame is None else frame.render([m["content"] for m in conversation.messages])
+
+    def frame_for(self, template: str, shape: Shape) -> ShapeFrame | None:
+        """The shape's frame (compiled on first use), or None: its rows are rendered by Jinja."""
+        if template not in self._framed or self.trained_roles != {"assistant"}:
             return None
         key = (template, shape)
         if key not in self._frames:
             if len(self._frames) >= MAX_SHAPES:
                 return None
             self._frames[key] = compile_frame(template, shape, self._variables)
-        frame = self._frames[key]
-        return None if frame is None else frame.render([m["content"] for m in conversation.messages])
+        return self._frames[key]
+
+    @property
+    def special_token_search(self):
+        """``text -> match or None``: where a special token string is in ``text`` (check_texts says the error)."""
+        return self._specials.search if self._specials is not None else _nothing
+
+    @property
+    def segments(self) -> MarkupSegments | None:
+        """The markup encoding by segments (tokenizer/segments.py), or None for this tokenizer."""
+        return self._segments
 
     @property
     def fast_path_stats(self) -> dict[str, int]:
@@ -331,19 +344,23 @@ class TemplateStrategy(PromptStrategy):
             raise RowError("template_error", f"the chat template failed on this row: {type(e).__name__}: {e}") from None
 
     def _check_specials(self, messages: list[Message]) -> None:
+        for i, message in enumerate(messages):
+            self.check_texts(texts_of(message), i)
+
+    def check_texts(self, texts: list[str], i: int) -> None:
+        """A RowError when one of message ``i``'s texts holds a special token string."""
         if self._specials is None:
             return
-        for i, message in enumerate(messages):
-            for value in texts_of(message):
-                found = self._specials.search(value)
-                if found:
-                    raise RowError(
-                        "special_token_in_text",
-                        f"messages[{i}] contains the special token {found.group()!r}; the template strategy "
-                        "encodes rendered text with special tokens on, so it would become a control token. "
-                        "Clean the data or use the chatml/alpaca strategy, which encode data as text",
-                        f"messages[{i}].content",
-                    )
+        for value in texts:
+            found = self._specials.search(value)
+            if found:
+                raise RowError(
+                    "special_token_in_text",
+                    f"messages[{i}] contains the special token {found.group()!r}; the template strategy "
+                    "encodes rendered text with special tokens on, so it would become a control token. "
+                    "Clean the data or use the chatml/alpaca strategy, which encode data as text",
+                    f"messages[{i}].content",
+                )
 
     def _probe(self) -> None:
         """A template that cannot mask one plain exchange can mask no row: refused whole."""
@@ -353,36 +370,8 @@ class TemplateStrategy(PromptStrategy):
             raise ConfigError(f"the template strategy cannot mask this chat template exactly: {e.message}") from None
 
 
-def _templates(tokenizer: AutoTokenizer, template: str | None) -> dict[str, str]:
-    named = dict(tokenizer.named_chat_templates)
-    if template is not None:
-        return {"default": named[template]} if template in named else {"default": template}
-    if named:
-        if "default" not in named:
-            raise ConfigError(
-                f"the tokenizer {tokenizer.source} has named chat templates {sorted(named)} and none is "
-                "'default'; pass template=<name or Jinja text>"
-            )
-        return named
-    if not tokenizer.chat_template:
-        raise ConfigError(
-            "the template strategy renders the tokenizer's chat_template, and this tokenizer has none: "
-            "add 'chat_template' to tokenizer_config.json (or chat_template.jinja beside it), call "
-            "set_chat_template(...), or pass template=..."
-        )
-    return {"default": tokenizer.chat_template}
-
-
-def _checked_kwargs(kwargs: dict | None) -> dict:
-    kwargs = dict(kwargs or {})
-    taken = {"messages", "tools", "add_generation_prompt"} & set(kwargs)
-    if taken:
-        raise ConfigError(f"chat_template_kwargs cannot set {sorted(taken)}: the strategy passes them per row")
-    try:
-        json.dumps(kwargs)
-    except TypeError as e:
-        raise ConfigError(f"chat_template_kwargs must be plain JSON values (they are recorded): {e}") from None
-    return kwargs
+def _nothing(text: str) -> None:
+    return None
 
 
 def _no_runs() -> ConfigError:

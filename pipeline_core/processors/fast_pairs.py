@@ -93,7 +93,7 @@ def _prompt_lengths(query: Ragged, strategy) -> np.ndarray:
     return query.lengths + (len(strategy.prompt_prefix) + len(strategy.prompt_suffix))
 
 
-def _finish(processor, flat: FlatRows, samples: dict, longest: np.ndarray, prompt: np.ndarray) -> ProcessedBatch:
+def finish(processor, flat: FlatRows, samples: dict, longest: np.ndarray, prompt: np.ndarray) -> ProcessedBatch:
     keep, dropped, truncated = over_length(longest, prompt, processor.max_length, processor.overflow)
     samples = truncate_all(samples, processor.max_length)
     if processor.sample_keys:
@@ -108,7 +108,7 @@ def sft_batch(processor, rows: list) -> ProcessedBatch | None:
     query, response = _encode_columns(processor.tokenizer, flat.texts, 2)
     sequence, mask, weight = _side(query, response, processor.strategy)
     samples = {"sequence": sequence, "loss_mask": mask, "loss_weight": weight}
-    return _finish(processor, flat, samples, sequence.lengths, _prompt_lengths(query, processor.strategy))
+    return finish(processor, flat, samples, sequence.lengths, _prompt_lengths(query, processor.strategy))
 
 
 def dpo_batch(processor, rows: list) -> ProcessedBatch | None:
@@ -122,4 +122,4 @@ def dpo_batch(processor, rows: list) -> ProcessedBatch | None:
         sequence, mask, weight = _side(query, answer, processor.strategy)
         samples |= {side: sequence, f"{side}_mask": mask, f"{side}_weight": weight}
     longest = np.maximum(samples["chosen"].lengths, samples["rejected"].lengths)
-    return _finish(processor, flat, samples, longest, _prompt_lengths(query, processor.strategy))
+    return finish(processor, flat, samples, longest, _prompt_lengths(query, processor.strategy))

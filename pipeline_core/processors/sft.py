@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline_core.errors import RowError
-from pipeline_core.processors import fast_pairs
+from pipeline_core.processors import fast_pairs, fast_template
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
 from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, weighted_samples
 from pipeline_core.processors.length import over_length, truncate_all
@@ -87,7 +87,10 @@ class SFTProcessor(Processor):
         return good, np.asarray(kept, dtype=np.int64), errors
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
-        fast = fast_pairs.sft_batch(self, rows) if self.controls.default else None
+        if not self.controls.default:
+            return self._general_batch(rows)
+        fast = fast_pairs.sft_batch(self, rows)
+        fast = fast if fast is not None else fast_template.sft_batch(self, rows)
         return fast if fast is not None else self._general_batch(rows)
 
     def _general_batch(self, rows: list[dict]) -> ProcessedBatch:

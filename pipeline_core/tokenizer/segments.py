@@ -65,21 +65,28 @@ class MarkupSegments:
     def encode_cut_batch(self, items: Sequence[tuple[str, list[int]]]) -> list[Cuts | Straddle]:
         """Per (text, edges): ``encode_markup(text)`` ids and the tokens before each edge, or the
         first edge a token straddles. All segments go to the backend in one call."""
+        joined, starts, cuts = self.encode_cut_joined(items)
+        return [c if isinstance(c, Straddle) else (joined[starts[r] : starts[r + 1]], c) for r, c in enumerate(cuts)]
+
+    def encode_cut_joined(self, items: Sequence[tuple[str, list[int]]]) -> tuple[np.ndarray, list[int], list]:
+        """``encode_cut_batch`` without slicing: every text's ids back to back (int32), the row
+        offsets into them (text r is ``joined[starts[r]:starts[r + 1]]``), and each text's cuts or Straddle."""
         if not items:
-            return []
+            return np.zeros(0, dtype=np.int32), [0], []
         splits = [self._pieces(text) for text, _ in items]
         counts = np.fromiter(((len(p) + 1) // 2 for p in splits), dtype=np.int64, count=len(splits))
         encoded = self._tokenizer.encode_ragged([segment for pieces in splits for segment in pieces[::2]])
         values, offsets = encoded.values, encoded.offsets
         joined, firsts = self._joined_all(splits, counts, values, offsets)
-        out = []
-        for r, ((_, edges), pieces) in enumerate(zip(items, splits)):
-            first, n = int(firsts[r]), int(counts[r])
-            cuts = self._cuts(pieces, edges, values, offsets[first : first + n + 1])
-            start = int(offsets[first]) + first - r  # each earlier text had one control token fewer than segments
-            ids = joined[start : start + int(offsets[first + n] - offsets[first]) + n - 1]
-            out.append(cuts if isinstance(cuts, Straddle) else (ids, cuts))
-        return out
+        # each text has one control token fewer than segments: its start is its segments' tokens plus
+        # the control tokens of the texts before it
+        bounds = np.append(firsts, counts.sum())  # each text's first segment, and the end
+        starts = (offsets[bounds] + bounds - np.arange(len(items) + 1)).tolist()
+        cuts = [
+            self._cuts(pieces, edges, values, offsets[first : first + n + 1])
+            for (_, edges), pieces, first, n in zip(items, splits, firsts.tolist(), counts.tolist())
+        ]
+        return joined, starts, cuts
 
     def _joined_all(self, splits: list[list[str]], counts: np.ndarray, values: np.ndarray, offsets: np.ndarray):
         """Every text's ids back to back: each control token's id inserted after the segment before it;
@@ -97,14 +104,14 @@ class MarkupSegments:
     def _cuts(self, pieces: list[str], edges: list[int], values: np.ndarray, offsets: np.ndarray) -> list[int] | Straddle:
         """The tokens before each edge of one text (``offsets``: its segments' rows in ``values``)."""
         offsets = offsets.tolist()
-        seg_tokens = [o - offsets[0] for o in offsets]  # tokens of the segments before segment q: seg_tokens[q]
+        base = offsets[0]  # tokens of the segments before segment q: offsets[q] - base
         ends = list(accumulate(map(len, pieces)))  # character end of each piece
         cuts = []
         for edge in edges:
             p = bisect_left(ends, edge)  # the piece holding the edge, or ending at it
             q, in_token = divmod(p, 2)  # piece 2q: segment q; piece 2q+1: the control token after it
             if ends[p] == edge:  # through segment q and q control tokens, plus this one if it is one
-                cuts.append(seg_tokens[q + 1] + q + in_token)
+                cuts.append(offsets[q + 1] - base + q + in_token)
             elif in_token:
                 return Straddle(edge)  # inside a control token
             else:
@@ -112,7 +119,7 @@ class MarkupSegments:
                 n = self._tokens_spelling(values[offsets[q] : offsets[q + 1]], pieces[p][: edge - start])
                 if n is None:
                     return Straddle(edge)
-                cuts.append(seg_tokens[q] + q + n)
+                cuts.append(offsets[q] - base + q + n)
         return cuts
 
     def _tokens_spelling(self, ids: np.ndarray, left: str) -> int | None:
