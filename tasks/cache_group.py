@@ -19,17 +19,14 @@ from prefect.settings import PREFECT_TASKS_REFRESH_CACHE
 from tasks.cache import cache_chunk, cache_one
 from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
-from tasks.retry import retry_on_transient
+from tasks.retry import chunk_retries
 
 
 @task(
     name="cache-chunk-group",
     cache_policy=NO_CACHE,  # each chunk is cached under its own key, below
     persist_result=False,
-    retries=3,
-    retry_delay_seconds=[2, 4, 8],
-    retry_jitter_factor=0.5,
-    retry_condition_fn=retry_on_transient,
+    **chunk_retries(),
 )
 def cache_chunk_group(
     job: CacheJob,
