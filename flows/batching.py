@@ -39,3 +39,15 @@ def batches(sizes: list[int | None], workers: int) -> list[list[int]] | None:
         groups[-1].append(k)
         held += size
     return groups
+
+
+def worker_groups(sizes: list[int], workers: int) -> list[list[int]]:
+    """Positions of ``sizes`` cut, in order, into at most ``workers`` groups of about equal bytes:
+    one task run per worker process (tasks/cache_group.py), whatever the chunks' sizes."""
+    total, held, groups = sum(sizes), 0, [[]]
+    for k, size in enumerate(sizes):
+        if groups[-1] and len(groups) < workers and held >= total * len(groups) / workers:
+            groups.append([])
+        groups[-1].append(k)
+        held += size
+    return [g for g in groups if g]

@@ -19,7 +19,8 @@ from flows.chunks import (
     sweep_outputs,
 )
 from flows.commit import Committer
-from flows.params import CacheParams, redacted
+from flows.grouped import has_worker_processes, run_groups
+from flows.params import CacheParams, RunOptions, redacted
 from flows.plan import Plan, merged, plan_chunks, stamp_outputs
 from flows.reporting import Progress, publish_cache_report, tail_warning
 from flows.run_record import save_run_record
@@ -131,13 +132,16 @@ def _run_batches(plan: Plan, groups, job, urls, committed, storage, progress, co
 
 
 def _run_todo(
-    plan: Plan, task, job: CacheJob, inputs, committed, storage, progress, committer, workers: int = 2
+    plan: Plan, task, job: CacheJob, inputs, committed, storage, progress, committer, run: RunOptions
 ) -> ChunkOutcome:
     """hash + cache tasks for the chunks the plan could not reuse; indices are positions in ``plan.todo``."""
     if not plan.todo:
         return ChunkOutcome()
     urls = [inputs[i] for i in plan.todo]
-    groups = batches([stamp_size(plan.stamps[i]) for i in plan.todo], workers)
+    if has_worker_processes(run):
+        todo = [committed[i] for i in plan.todo]
+        return run_groups(plan, task, job, urls, todo, storage, progress, committer, run)
+    groups = batches([stamp_size(plan.stamps[i]) for i in plan.todo], run.max_workers)
     if groups is not None:
         return _run_batches(plan, groups, job, urls, [committed[i] for i in plan.todo], storage, progress, committer)
     digests = hash_chunk.map(urls, unmapped(storage))
@@ -195,7 +199,7 @@ def _cache_run_locked(params: CacheParams) -> dict:
     )
     progress = Progress(len(inputs), "h5pipe-cache-progress", f"chunks cached into {params.output}")
     progress.advance(len(plan.reused))
-    ran = _run_todo(plan, task, job, inputs, committed, storage, progress, committer, params.run.max_workers)
+    ran = _run_todo(plan, task, job, inputs, committed, storage, progress, committer, params.run)
     outcome = merged(plan, ran)
     raise_failures(outcome, inputs)
 

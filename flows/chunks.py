@@ -109,18 +109,25 @@ def sweep_outputs(output_dir: str, storage_options: dict, logger) -> None:
 
 
 def run_batches(
-    futures: list[PrefectFuture], groups: list[list[int]], progress, committer, annotate: Callable | None = None
+    futures: list[PrefectFuture],
+    groups: list[list[int]],
+    progress,
+    committer,
+    annotate: Callable | None = None,
+    hits: bool = False,
 ) -> ChunkOutcome:
     """``run_chunks`` for batch tasks (flows/batching.py): future ``j`` returns the results of the
-    chunks at positions ``groups[j]``; a failed batch fails each of its chunks with its reason."""
+    chunks at positions ``groups[j]`` (with ``hits``: ``(result, was it a cache hit)`` pairs, see
+    tasks/cache_group.py); a failed batch fails each of its chunks with its reason."""
     index = {id(f): j for j, f in enumerate(futures)}
     outcome = ChunkOutcome()
     for future in as_completed(futures):
         group = groups[index[id(future)]]
         future.wait()
         if future.state.is_completed():
-            for k, result in zip(group, future.result(), strict=True):
-                outcome.results[k], outcome.cached[k] = result, False
+            for k, item in zip(group, future.result(), strict=True):
+                result, hit = item if hits else (item, False)
+                outcome.results[k], outcome.cached[k] = result, hit
                 if annotate:
                     annotate(k, result)
                 committer.record(result)

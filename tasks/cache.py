@@ -14,7 +14,7 @@ from pipeline_core.storage.hashing import file_digest
 from tasks.hashing import part_files
 from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
-from tasks.retry import retry_on_transient
+from tasks.retry import chunk_retries
 
 
 @task(
@@ -22,10 +22,7 @@ from tasks.retry import retry_on_transient
     cache_key_fn=cache_chunk_key,
     persist_result=True,
     result_serializer="json",
-    retries=3,
-    retry_delay_seconds=[2, 4, 8],
-    retry_jitter_factor=0.5,
-    retry_condition_fn=retry_on_transient,
+    **chunk_retries(),
 )
 def cache_chunk(
     job: CacheJob, chunk: ChunkDigest, storage_options: dict | None = None, committed: dict | None = None
@@ -38,10 +35,7 @@ def cache_chunk(
     name="cache-chunk-batch",
     cache_policy=NO_CACHE,  # see flows/batching.py: the manifest is what a rerun trusts
     persist_result=False,
-    retries=3,
-    retry_delay_seconds=[2, 4, 8],
-    retry_jitter_factor=0.5,
-    retry_condition_fn=retry_on_transient,
+    **chunk_retries(),
 )
 def cache_chunk_batch(
     job: CacheJob, urls: list[str], storage_options: dict | None, committed: list[dict | None]

@@ -27,3 +27,15 @@ def hash_chunk(url: str, storage_options: dict | None = None) -> ChunkDigest:
 def part_files(urls: list[str], storage_options: dict | None = None) -> list[PartFile]:
     """Size and sha256 of the files a chunk published besides its output, for the commit record."""
     return [PartFile(url=u, sha256=d.sha256, size=d.size) for u in urls for d in [file_digest(u, storage_options)]]
+
+
+def hash_here(urls: list[str], storage_options: dict | None = None, threads: int = 2) -> list[ChunkDigest]:
+    """``hash_chunk`` of each URL, run in this process without a task run each (hashlib releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(url: str) -> ChunkDigest:
+        found = file_digest(url, storage_options)
+        return ChunkDigest(url=url, sha256=found.sha256, size=found.size)
+
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        return list(pool.map(one, urls))

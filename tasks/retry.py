@@ -95,3 +95,13 @@ def retry_on_transient(task, task_run, state) -> bool:
 def backoff_delays(retries: int, first: float) -> list[float]:
     """Exponential backoff: first, 2*first, 4*first, ... (Prefect adds the jitter)."""
     return [first * (2**i) for i in range(retries)]
+
+
+def chunk_retries() -> dict:
+    """The retry options of the tasks that cache chunks (each run overrides the count and delays)."""
+    return {
+        "retries": 3,
+        "retry_delay_seconds": [2, 4, 8],
+        "retry_jitter_factor": 0.5,
+        "retry_condition_fn": retry_on_transient,
+    }
