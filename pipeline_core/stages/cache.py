@@ -46,12 +46,14 @@ from pipeline_core.stages.chunk_writer import ChunkWriter
 from pipeline_core.stages.h5_sink import H5Sink, narrowed_keys
 from pipeline_core.stages.inputs import list_inputs
 from pipeline_core.stages.outputs import check_unique_outputs, output_names, output_stem
+from pipeline_core.stages.read_ahead import ReadAhead
 from pipeline_core.stages.results import CacheStats
 from pipeline_core.storage.fs import local_staging, url_to_fs
 from pipeline_core.version import FORMAT_VERSION
 
 BATCH_SIZE = 1024
 MAX_ROW_BYTES = 32 << 20
+READ_AHEAD = 1  # parsed batches waiting for the encoder (memory: see read_ahead)
 OutputFormat = Literal["hdf5", "megatron", "both", "mindspeed"]
 
 
@@ -224,10 +226,12 @@ def _cache_batches(
     reader: JsonlReader, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats
 ) -> None:
     heap = HeapTrimmer()
-    for lines in reader:
-        _cache_batch(lines, processor, chunk, log, stats)
-        del lines  # free its rows before the reader parses the next batch
-        heap.after(reader.bytes_read)
+    # the next batch is read and parsed in a thread while this one is encoded (see read_ahead)
+    with ReadAhead(reader, READ_AHEAD) as batches:
+        for lines in batches:
+            _cache_batch(lines, processor, chunk, log, stats)
+            del lines  # free its rows before the reader parses the one after next
+            heap.after(reader.bytes_read)
 
 
 def _cache_batch(lines: LineBatch, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats) -> None:
