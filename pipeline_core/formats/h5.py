@@ -96,11 +96,14 @@ class H5Writer:
     def _append(self, key: str, values: np.ndarray, chunks: tuple[int, ...]) -> None:
         self._check_fits(key, values)
         column = self._columns.get(key) or self._column(key, values.dtype, chunks)
+        size = values.nbytes  # before narrowing: when a dataset turns chunked stays as it was
+        if key in self.narrow:  # by numpy, checked to fit above: HDF5's own conversion is slower
+            values = values.astype(column.dtype, copy=False)
         if column.dataset is not None:
             _extend(column.dataset, values)
             return
         column.pending.append(values)
-        column.pending_bytes += values.nbytes
+        column.pending_bytes += size
         if column.pending_bytes > SMALL_BYTES:
             self._grow(key, column)
 

@@ -1,8 +1,9 @@
 """The cache stage: JSONL chunk -> tokenized (optionally packed) HDF5, one output per input.
 
-Streaming: the input is read, processed and written batch by batch, so memory is bounded by one
-batch (``batch_size`` rows or ``batch_bytes`` of JSON, whichever comes first; see ``JsonlReader``)
-and the packer's buffer, not by the chunk. Bad rows are quarantined or raised per
+Streaming: the input is read, processed and written batch by batch, so memory is bounded by a
+few batches (``batch_size`` rows or ``batch_bytes`` of JSON, whichever comes first; see
+``JsonlReader``: the one encoded and those read ahead, see ``read_ahead``) and the packer's
+buffer, not by the chunk. Bad rows are quarantined or raised per
 ``on_error``; ``rows_read = samples_written + rows_skipped`` always holds and is stored in the file.
 
 Options beyond tokenizing (all recorded in the attributes):
@@ -37,21 +38,23 @@ from pipeline_core.formats.jsonl import BATCH_BYTES, JsonlReader, LineBatch, che
 from pipeline_core.formats.keys import KeyLayout
 from pipeline_core.formats.megatron.mindspeed import MindSpeedSink
 from pipeline_core.formats.megatron.output import MegatronSink
-from pipeline_core.formats.positions import STORAGE_ATTR, PositionIds
+from pipeline_core.formats.positions import PositionIds
 from pipeline_core.memory.heap import HeapTrimmer
 from pipeline_core.packing.stage import Packing, PackStage, fit_batch, make_pack_stage
 from pipeline_core.processors.base import Processor
 from pipeline_core.processors.sentences import SentenceProcessor
+from pipeline_core.stages.attrs import output_attrs
 from pipeline_core.stages.chunk_writer import ChunkWriter
 from pipeline_core.stages.h5_sink import H5Sink, narrowed_keys
 from pipeline_core.stages.inputs import list_inputs
 from pipeline_core.stages.outputs import check_unique_outputs, output_names, output_stem
+from pipeline_core.stages.read_ahead import ReadAhead
 from pipeline_core.stages.results import CacheStats
 from pipeline_core.storage.fs import local_staging, url_to_fs
-from pipeline_core.version import FORMAT_VERSION
 
 BATCH_SIZE = 1024
 MAX_ROW_BYTES = 32 << 20
+READ_AHEAD = 1  # parsed batches waiting for the encoder (memory: see read_ahead)
 OutputFormat = Literal["hdf5", "megatron", "both", "mindspeed"]
 
 
@@ -208,7 +211,8 @@ def cache_file(
             chunk.finish()
             stats.source_sha256 = reader.sha256
             stats.skipped = log.counts
-            chunk.close(output_attrs(processor, options, stats))
+            pad = resolve_pad_value(processor, options.pack_size, options.pad_value)
+            chunk.close(output_attrs(processor, options, stats, pad))
             # the quarantine file goes out first: the HDF5, published on leaving the block, marks completion
             stats.errors_url = log.publish(errors_url, storage_options)
         except BaseException:
@@ -224,10 +228,12 @@ def _cache_batches(
     reader: JsonlReader, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats
 ) -> None:
     heap = HeapTrimmer()
-    for lines in reader:
-        _cache_batch(lines, processor, chunk, log, stats)
-        del lines  # free its rows before the reader parses the next batch
-        heap.after(reader.bytes_read)
+    # the next batch is read and parsed in a thread while this one is encoded (see read_ahead)
+    with ReadAhead(reader, READ_AHEAD) as batches:
+        for lines in batches:
+            _cache_batch(lines, processor, chunk, log, stats)
+            del lines  # free its rows before the reader parses the one after next
+            heap.after(reader.bytes_read)
 
 
 def _cache_batch(lines: LineBatch, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats) -> None:
@@ -242,54 +248,6 @@ def _h5_staging(output_url: str, options: CacheOptions, storage_options: dict | 
     if options.writes_hdf5:
         return local_staging(output_url, storage_options, suffix=".h5")
     return contextlib.nullcontext(None)
-
-
-def output_attrs(processor: Processor, options: CacheOptions, stats: CacheStats) -> dict:
-    tok = processor.tokenizer
-    desc = processor.describe()
-    return {
-        "format_version": FORMAT_VERSION,
-        "tokenizer_fingerprint": tok.fingerprint,
-        "vocab_size": tok.vocab_size,
-        **{
-            f"{role}_id": (getattr(tok, f"{role}_token_id") if tok.has_role(role) else -1)
-            for role in ("bos", "eos", "pad")
-        },
-        **desc,
-        "keys": processor.keys,
-        "source_url": stats.input_url,
-        "source_sha256": stats.source_sha256,
-        "rows_read": stats.rows_read,
-        "samples_written": stats.samples_written,
-        "rows_skipped": stats.rows_skipped,
-        "skipped_by_reason": dict(sorted(stats.skipped.items())),
-        "rows_truncated": stats.rows_truncated,
-        "tokens_written": stats.tokens_written,
-        "deferred_keys": stats.deferred_keys,
-        "output_format": options.output_format,
-        "megatron_keys": stats.megatron_keys,
-        "split_sentences": options.split_sentences,
-        "sentence_splitter": options.sentence_splitter if options.split_sentences else "",
-        "sentences_written": stats.sentences_written,
-        "max_row_bytes": options.max_row_bytes,
-        **_pack_attrs(options, stats, resolve_pad_value(processor, options.pack_size, options.pad_value)),
-    }
-
-
-def _pack_attrs(options: CacheOptions, stats: CacheStats, pad_value: int | None) -> dict:
-    packed = options.packed
-    return {
-        "pack_size": options.pack_size if packed else 0,
-        "pad_value": pad_value if packed else -1,
-        "packing": stats.packing,
-        "bfd_window": options.bfd_window if packed and options.packing == "bfd" else 0,
-        "packs": stats.packs,
-        "pack_fill": stats.pack_fill,
-        "lower_bound_packs": stats.lower_bound_packs,
-        "pack_truncated": stats.pack_truncated,
-        "position_ids_restart": {"concat": "document_and_pack", "bfd": "document"}.get(stats.packing, ""),
-        STORAGE_ATTR: options.position_ids if packed else "",
-    }
 
 
 def cache_jsonl(
