@@ -11,7 +11,9 @@ every segment of every row encoded in one backend call, each row's span edges cu
 No conversation dicts, pieces or per-row id arrays are built. The answer is the general path's
 (template.py renders the row from the same frame, span_cuts.cut_samples cuts it by the same
 segments), with the same RowErrors (``special_token_in_text``, ``template_mask``) and the same
-``fast_path_stats`` counts. ``pair_batch`` is None when this does not apply: no frame for the shape,
+``fast_path_stats`` counts. A pair whose contents fail one of the frame's guards (Qwen3: a
+response holding ``</think>``) is rendered by Jinja as the general path renders it, counted
+``guard_miss``, and its text joins the batch. ``pair_batch`` is None when this does not apply: no frame for the shape,
 no segment encoding for the tokenizer, or a content that is empty or blank (another shape).
 """
 
@@ -21,7 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline_core.chat.messages import template_conversation
 from pipeline_core.chat.span_cuts import edges_of, span_parts, straddle_error, trained_tokens
+from pipeline_core.converters.sample import text_message
 from pipeline_core.errors import RowError
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.tokenizer.segments import Straddle
@@ -46,7 +50,6 @@ def pair_batch(strategy, pairs: list[tuple[str, str]]) -> PairBatch | None:
         return None
     rendered, errors = _rendered(strategy, frame, pairs)
     joined, starts, found = segments.encode_cut_joined([(text, edges_of(parts)) for _, text, parts in rendered])
-    strategy.fast_path["frame"] += len(rendered)
     strategy.fast_path["segments"] += len(rendered)
     kept, spans, rows = [], [], []
     for r, ((i, text, parts), cuts) in enumerate(zip(rendered, found)):
@@ -75,9 +78,25 @@ def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list
             except RowError as e:
                 errors.append((i, e))
                 continue
-        text, spans = frame.render([query, response])
+        try:
+            text, spans = _render(strategy, frame, [query, response])
+        except RowError as e:
+            errors.append((i, e))
+            continue
         rendered.append((i, text, span_parts(len(text), spans, OWNERS)))
     return rendered, errors
+
+
+def _render(strategy, frame, contents: list[str]):
+    """The pair's text and spans: from the frame, or by Jinja when a guard fails (as template.py does)."""
+    if frame.admits(contents):
+        strategy.fast_path["frame"] += 1
+        return frame.render(contents)
+    strategy.fast_path["guard_miss"] += 1
+    strategy.fast_path["jinja"] += 1
+    conversation = template_conversation([text_message("user", contents[0]), text_message("assistant", contents[1])])
+    [sample] = strategy.jinja_texts(strategy.template, conversation, strategy.rewritten == "per_turn")
+    return sample
 
 
 def _filled(content: str) -> bool:
