@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 from pipeline_core import AutoTokenizer, ProcessorFactory, StrategyFactory
 from pipeline_core.chat.frames import ShapeFrame
 from pipeline_core.converters import ConverterFactory
+from pipeline_core.processors import fast_template
 from tests.pipeline_core.chat.families import family_folder, reference
 from tests.pipeline_core.chat.test_frames import v1_row
 from tests.pipeline_core.chat.test_real_templates import Reference, check_rows
+from tests.pipeline_core.processors.test_fast_pairs import assert_same
 
 FRAGMENTS = ["\n", "\n\n", "</think>", "<think>", "<tool_response>", "</tool_response>", " ", "x", "é"]
 PIECE = st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(blacklist_categories=("Cs",)), max_size=6))
@@ -68,16 +70,14 @@ def test_qwen3_single_turn_rows_use_guarded_frames_and_match_transformers(folder
     assert (stats["frame"], stats["jinja"], stats["guard_miss"]) == (len(ROWS) - MISSES, MISSES, MISSES), stats
 
 
-def flat_batch(folder, pairs, **kwargs):
-    tok = AutoTokenizer.from_file(folder)
-    strategy = StrategyFactory.create("template", tok, **kwargs)
-    processor = ProcessorFactory.create("sft", tok, strategy=strategy)
-    return processor, processor.process_batch([{"query": q, "response": r} for q, r in pairs])
-
-
 def check_flat(folder, pairs, **kwargs) -> dict:
-    """Flat rows through the batch path (template_pairs.py): every row's ids and mask are transformers'."""
-    processor, batch = flat_batch(folder, pairs, **kwargs)
+    """Flat rows through the batch path (template_pairs.py): every row's ids and mask are transformers',
+    and the batch is the general path's."""
+    tok = AutoTokenizer.from_file(folder)
+    processor = ProcessorFactory.create("sft", tok, strategy=StrategyFactory.create("template", tok, **kwargs))
+    rows = [{"query": q, "response": r} for q, r in pairs]
+    batch = fast_template.sft_batch(processor, rows)
+    assert batch is not None
     ref, errors, kept = reference(folder), dict(batch.errors), iter(range(batch.n_samples))
     for i, (query, response) in enumerate(pairs):
         expect = Reference(ref, v1_row(None, [(query, response)])["messages"], **kwargs.get("chat_template_kwargs", {}))
@@ -88,7 +88,9 @@ def check_flat(folder, pairs, **kwargs) -> dict:
         ids, mask, _ = expect.expected()
         assert batch.samples["sequence"][j].tolist() == ids, f"row {i}: ids differ from apply_chat_template"
         assert batch.samples["loss_mask"][j].tolist() == mask.tolist(), f"row {i}: mask differs"
-    return processor.strategy.fast_path_stats
+    stats = processor.strategy.fast_path_stats
+    assert_same(batch, processor._general_batch(rows))
+    return stats
 
 
 @pytest.mark.parametrize("kwargs", THINKING)
