@@ -41,7 +41,7 @@ OPEN, CLOSE = "\ue010", "\ue011"  # private-use delimiters of a sentinel
 SENTINEL = re.compile(f"{OPEN}(s?)(\\d+)[^{CLOSE}]*{CLOSE}")  # s: the content stripped
 # Two sentinel bodies that differ in length, words, case and letters, and carry what escaping,
 # JSON or whitespace trimming would change (quotes, backslash, markup, newline, edge spaces).
-BODIES = (" \n\"\\<b>&'é Aa\t ", "\t x y Zz \"\\<i>&'ü\n \n ")
+BODIES = (' \n"\\<b>&\'é Aa\t ', '\t x y Zz "\\<i>&\'ü\n \n ')  # fmt: skip
 Shape = tuple[tuple[str, bool], ...]  # (role, content is non-empty) per template message
 MAX_SHAPES = 4096  # beyond this many shapes, new ones keep the Jinja path (bounded memory)
 

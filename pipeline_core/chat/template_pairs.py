@@ -13,8 +13,9 @@ No conversation dicts, pieces or per-row id arrays are built. The answer is the 
 segments), with the same RowErrors (``special_token_in_text``, ``template_mask``) and the same
 ``fast_path_stats`` counts. A pair whose contents fail one of the frame's guards (Qwen3: a
 response holding ``</think>``) is rendered by Jinja as the general path renders it, counted
-``guard_miss``, and its text joins the batch. ``pair_batch`` is None when this does not apply: no frame for the shape,
-no segment encoding for the tokenizer, or a content that is empty or blank (another shape).
+``guard_miss``, and its text joins the batch. ``pair_batch`` is None when this does not apply: no
+frame for the shape, no segment encoding for the tokenizer, or a content that is empty or blank
+(another shape).
 """
 
 from __future__ import annotations
