@@ -49,8 +49,9 @@ def pair_batch(strategy, pairs: list[tuple[str, str]]) -> PairBatch | None:
     segments = strategy.segments
     if frame is None or segments is None or not all(_filled(q) and _filled(r) for q, r in pairs):
         return None
-    rendered, errors = _rendered(strategy, frame, pairs)
+    rendered, errors, missed = _rendered(strategy, frame, pairs)
     joined, starts, found = segments.encode_cut_joined([(text, edges_of(parts)) for _, text, parts in rendered])
+    strategy.fast_path["frame"] += len(rendered) - missed
     strategy.fast_path["segments"] += len(rendered)
     kept, spans, rows = [], [], []
     for r, ((i, text, parts), cuts) in enumerate(zip(rendered, found)):
@@ -67,10 +68,12 @@ def pair_batch(strategy, pairs: list[tuple[str, str]]) -> PairBatch | None:
     )
 
 
-def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list[tuple[int, RowError]]]:
-    """(index, text, span parts) of each pair without a special token string; the others' errors."""
-    rendered, errors = [], []
+def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list[tuple[int, RowError]], int]:
+    """(index, text, span parts) of each pair without a special token string; the others' errors;
+    how many of the rendered ones missed a guard (Jinja rendered them)."""
+    rendered, errors, missed = [], [], 0
     special = strategy.special_token_search
+    admits = frame.admits if frame.guards else None
     for i, (query, response) in enumerate(pairs):
         if special(query) or special(response):
             try:
@@ -79,23 +82,24 @@ def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list
             except RowError as e:
                 errors.append((i, e))
                 continue
-        try:
-            text, spans = _render(strategy, frame, [query, response])
-        except RowError as e:
-            errors.append((i, e))
-            continue
+        if admits is None or admits([query, response]):
+            text, spans = frame.render([query, response])
+        else:
+            try:
+                text, spans = _by_jinja(strategy, query, response)
+            except RowError as e:
+                errors.append((i, e))
+                continue
+            missed += 1
         rendered.append((i, text, span_parts(len(text), spans, OWNERS)))
-    return rendered, errors
+    return rendered, errors, missed
 
 
-def _render(strategy, frame, contents: list[str]):
-    """The pair's text and spans: from the frame, or by Jinja when a guard fails (as template.py does)."""
-    if frame.admits(contents):
-        strategy.fast_path["frame"] += 1
-        return frame.render(contents)
+def _by_jinja(strategy, query: str, response: str):
+    """A pair that missed a guard: its text and spans rendered by Jinja, as template.py renders it."""
     strategy.fast_path["guard_miss"] += 1
     strategy.fast_path["jinja"] += 1
-    conversation = template_conversation([text_message("user", contents[0]), text_message("assistant", contents[1])])
+    conversation = template_conversation([text_message("user", query), text_message("assistant", response)])
     [sample] = strategy.jinja_texts(strategy.template, conversation, strategy.rewritten == "per_turn")
     return sample
 
