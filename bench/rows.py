@@ -284,6 +284,7 @@ FLOW_SMALL = f"h5pipe cache_flow pt packed 2048, first {SMALL_ROWS} rows"
 TEMPLATE_NOTES = {
     "qwen2.5": "ratio = chatml time / template time: 0.5 is the issue's 'at most 2x chatml'",
     "llama3.1": "GPT-2 + Llama-3.1 control tokens; ratio as above (Llama-3.1 has no ChatML markers)",
+    "qwen3": "GPT-2 + Qwen3 control tokens; its frame is guarded (the template asks contents questions)",
 }
 TEMPLATE_ROWS = [
     Row(

@@ -11,14 +11,18 @@ as the non-empty contents, traced (tokenizer/template_trace.py)::
 
 A frame is used only when, for every one of those renders,
 
-- the template read no content (only wrote, concatenated or truth-tested them), so its control flow
-  is the same for every row of the shape;
+- the template read no content (only wrote, concatenated or truth-tested them, or asked them
+  questions a row can answer again: *guards*, tokenizer/template_reads.py), so its control flow is
+  the same for every row of the shape whose contents answer the guards as the sentinels did;
 - every sentinel that appears is written verbatim (no escaping or JSON), and no stray sentinel
   character remains;
-- a second render with a different sentinel set gives the same literals and slots;
+- a second render with a different sentinel set gives the same literals, slots and guards;
 - each assistant turn's prefix renders extend each other and the whole render (the template does
   not rewrite history: those rows keep the Jinja path, with its ``rewritten`` handling).
 
+A row is filled into its shape's frame only when its contents pass every guard of every render
+(``ShapeFrame.admits``: e.g. Qwen3's ``'</think>' in content`` is False, ``content.lstrip('\n')`` is
+the content); a row that fails one is rendered by Jinja (counted ``guard_miss``).
 Otherwise the shape has no frame (``None``) and its rows are rendered by Jinja, as before. Spans
 come from the same renders: each edge is a literal length plus the lengths of the contents
 before it, so filling a frame gives the same text and spans as rendering the row.
@@ -30,13 +34,14 @@ import re
 from dataclasses import dataclass, field
 
 from pipeline_core.chat.span_cuts import Span
+from pipeline_core.tokenizer.template_reads import Guard
 from pipeline_core.tokenizer.template_trace import Content, render_traced
 
 OPEN, CLOSE = "\ue010", "\ue011"  # private-use delimiters of a sentinel
 SENTINEL = re.compile(f"{OPEN}(s?)(\\d+)[^{CLOSE}]*{CLOSE}")  # s: the content stripped
 # Two sentinel bodies that differ in length, words, case and letters, and carry what escaping,
 # JSON or whitespace trimming would change (quotes, backslash, markup, newline, edge spaces).
-BODIES = (' \n"\\<b>&\'é Aa\t ', '\t x y Zz "\\<i>&\'ü\n \n ')
+BODIES = (' \n"\\<b>&\'é Aa\t ', '\t x y Zz "\\<i>&\'ü\n \n ')  # fmt: skip
 Shape = tuple[tuple[str, bool], ...]  # (role, content is non-empty) per template message
 MAX_SHAPES = 4096  # beyond this many shapes, new ones keep the Jinja path (bounded memory)
 
@@ -47,6 +52,7 @@ class Frame:
 
     literals: tuple[str, ...]
     slots: tuple[int, ...]
+    guards: tuple[Guard, ...] = ()  # what the render asked of the contents (message indices)
     fixed: int = field(init=False, compare=False)  # the literals' characters: a span edge is this plus contents
 
     def __post_init__(self) -> None:
@@ -70,6 +76,11 @@ class ShapeFrame:
     whole: Frame
     turns: tuple[tuple[Frame, Frame, int], ...]  # (before, through, message index) per assistant turn
     strips: bool  # some slot is a content stripped (slot k + n for message k of n)
+    guards: tuple[Guard, ...] = ()  # every render's guards: a row failing one is not this frame's
+
+    def admits(self, contents: list[str]) -> bool:
+        """Whether the row's contents answer every guard as the sentinels did."""
+        return all(guard.holds(contents) for guard in self.guards)
 
     def render(self, contents: list[str]) -> tuple[str, list[Span]]:
         if self.strips:
@@ -102,14 +113,16 @@ def compile_frame(template: str, shape: Shape, variables: dict) -> ShapeFrame | 
             return None
         end = _chars(through)
     n = len(shape)
-    strips = any(slot >= n for frame in (whole, *(f for t in turns for f in t[:2])) for slot in frame.slots)
-    return ShapeFrame(whole, tuple(turns), strips)
+    frames = (whole, *(f for t in turns for f in t[:2]))
+    strips = any(slot >= n for frame in frames for slot in frame.slots)
+    guards = tuple(dict.fromkeys(guard for frame in frames for guard in frame.guards))
+    return ShapeFrame(whole, tuple(turns), strips, guards)
 
 
 def _frames(template: str, shape: Shape, variables: dict, body: str):
     """(whole frame, [(before, through, k)]) with sentinels of ``body``, or None."""
     messages = [
-        {"role": role, "content": Content(f"{OPEN}{k}{body}{CLOSE}", f"{OPEN}s{k}{body}{CLOSE}") if filled else ""}
+        {"role": role, "content": Content(f"{OPEN}{k}{body}{CLOSE}", f"{OPEN}s{k}{body}{CLOSE}", k) if filled else ""}
         for k, (role, filled) in enumerate(shape)
     ]
     whole = _frame(template, messages, False, variables, body, len(shape))
@@ -128,7 +141,7 @@ def _frame(
     template: str, messages: list[dict], generation_prompt: bool, variables: dict, body: str, n: int
 ) -> Frame | None:
     """One render's frame; a stripped content of message k is slot ``k + n`` (n: the shape's messages)."""
-    text, reads = render_traced(template, messages, generation_prompt, None, **variables)
+    text, reads, guards = render_traced(template, messages, generation_prompt, None, **variables)
     if text is None or reads:
         return None
     literals, slots, pos = [], [], 0
@@ -142,7 +155,7 @@ def _frame(
     literals.append(text[pos:])
     if any(OPEN in part or CLOSE in part for part in literals):
         return None
-    return Frame(tuple(literals), tuple(slots))
+    return Frame(tuple(literals), tuple(slots), tuple(guards))
 
 
 def _extends(longer: Frame, prefix: Frame) -> bool:

@@ -152,15 +152,27 @@ class TemplateStrategy(PromptStrategy):
         self.fast_path["frame" if framed is not None else "jinja"] += 1
         if framed is not None:
             return [framed], conversation.owners
+        return self.jinja_texts(template, conversation, per_turn), conversation.owners
+
+    def jinja_texts(
+        self, template: str, conversation: TemplateConversation, per_turn: bool
+    ) -> list[tuple[str, list[Span]]]:
+        """The row's sample texts and spans rendered by Jinja (no frame)."""
         if GENERATION_TAG.search(template):
-            return [self._generation_spans(template, conversation)], conversation.owners
-        return self._prefix_spans(template, conversation, per_turn), conversation.owners
+            return [self._generation_spans(template, conversation)]
+        return self._prefix_spans(template, conversation, per_turn)
 
     def _from_frame(self, template: str, conversation: TemplateConversation) -> tuple[str, list[Span]] | None:
         """The row's text and spans filled into its shape's frame (chat/frames.py), or None: Jinja renders it."""
         shape = shape_of(conversation.messages, conversation.tools)
         frame = None if shape is None else self.frame_for(template, shape)
-        return None if frame is None else frame.render([m["content"] for m in conversation.messages])
+        if frame is None:
+            return None
+        contents = [m["content"] for m in conversation.messages]
+        if not frame.admits(contents):
+            self.fast_path["guard_miss"] += 1
+            return None
+        return frame.render(contents)
 
     def frame_for(self, template: str, shape: Shape) -> ShapeFrame | None:
         """The shape's frame (compiled on first use), or None: its rows are rendered by Jinja."""
@@ -185,8 +197,9 @@ class TemplateStrategy(PromptStrategy):
 
     @property
     def fast_path_stats(self) -> dict[str, int]:
-        """Rows rendered from a frame or by Jinja, samples cut by segments or by offsets, since construction."""
-        return {k: self.fast_path[k] for k in ("frame", "jinja", "segments", "offsets")}
+        """Rows rendered from a frame or by Jinja (of which ``guard_miss``: a frame's guard failed),
+        samples cut by segments or by offsets, since construction."""
+        return {k: self.fast_path[k] for k in ("frame", "jinja", "guard_miss", "segments", "offsets")}
 
     def _cut_all(self, rendered: list[Rendering | RowError]) -> list[list[list[Piece]] | RowError]:
         flat = [(text, spans, r[1]) for r in rendered if not isinstance(r, RowError) for text, spans in r[0]]

@@ -11,8 +11,11 @@ every segment of every row encoded in one backend call, each row's span edges cu
 No conversation dicts, pieces or per-row id arrays are built. The answer is the general path's
 (template.py renders the row from the same frame, span_cuts.cut_samples cuts it by the same
 segments), with the same RowErrors (``special_token_in_text``, ``template_mask``) and the same
-``fast_path_stats`` counts. ``pair_batch`` is None when this does not apply: no frame for the shape,
-no segment encoding for the tokenizer, or a content that is empty or blank (another shape).
+``fast_path_stats`` counts. A pair whose contents fail one of the frame's guards (Qwen3: a
+response holding ``</think>``) is rendered by Jinja as the general path renders it, counted
+``guard_miss``, and its text joins the batch. ``pair_batch`` is None when this does not apply: no
+frame for the shape, no segment encoding for the tokenizer, or a content that is empty or blank
+(another shape).
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline_core.chat.messages import template_conversation
 from pipeline_core.chat.span_cuts import edges_of, span_parts, straddle_error, trained_tokens
+from pipeline_core.converters.sample import text_message
 from pipeline_core.errors import RowError
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.tokenizer.segments import Straddle
@@ -44,9 +49,9 @@ def pair_batch(strategy, pairs: list[tuple[str, str]]) -> PairBatch | None:
     segments = strategy.segments
     if frame is None or segments is None or not all(_filled(q) and _filled(r) for q, r in pairs):
         return None
-    rendered, errors = _rendered(strategy, frame, pairs)
+    rendered, errors, missed = _rendered(strategy, frame, pairs)
     joined, starts, found = segments.encode_cut_joined([(text, edges_of(parts)) for _, text, parts in rendered])
-    strategy.fast_path["frame"] += len(rendered)
+    strategy.fast_path["frame"] += len(rendered) - missed
     strategy.fast_path["segments"] += len(rendered)
     kept, spans, rows = [], [], []
     for r, ((i, text, parts), cuts) in enumerate(zip(rendered, found)):
@@ -63,10 +68,12 @@ def pair_batch(strategy, pairs: list[tuple[str, str]]) -> PairBatch | None:
     )
 
 
-def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list[tuple[int, RowError]]]:
-    """(index, text, span parts) of each pair without a special token string; the others' errors."""
-    rendered, errors = [], []
+def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list[tuple[int, RowError]], int]:
+    """(index, text, span parts) of each pair without a special token string; the others' errors;
+    how many of the rendered ones missed a guard (Jinja rendered them)."""
+    rendered, errors, missed = [], [], 0
     special = strategy.special_token_search
+    admits = frame.admits if frame.guards else None
     for i, (query, response) in enumerate(pairs):
         if special(query) or special(response):
             try:
@@ -75,9 +82,26 @@ def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list
             except RowError as e:
                 errors.append((i, e))
                 continue
-        text, spans = frame.render([query, response])
+        if admits is None or admits([query, response]):
+            text, spans = frame.render([query, response])
+        else:
+            try:
+                text, spans = _by_jinja(strategy, query, response)
+            except RowError as e:
+                errors.append((i, e))
+                continue
+            missed += 1
         rendered.append((i, text, span_parts(len(text), spans, OWNERS)))
-    return rendered, errors
+    return rendered, errors, missed
+
+
+def _by_jinja(strategy, query: str, response: str):
+    """A pair that missed a guard: its text and spans rendered by Jinja, as template.py renders it."""
+    strategy.fast_path["guard_miss"] += 1
+    strategy.fast_path["jinja"] += 1
+    conversation = template_conversation([text_message("user", query), text_message("assistant", response)])
+    [sample] = strategy.jinja_texts(strategy.template, conversation, strategy.rewritten == "per_turn")
+    return sample
 
 
 def _filled(content: str) -> bool:

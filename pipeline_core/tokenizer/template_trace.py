@@ -7,6 +7,9 @@ that is a ``Traced`` string records every way the template looks at it. The temp
 - concatenate it (``+``, ``~``: the result is traced too), and
 - test its truth (``{% if content %}``: the caller fixes which contents are empty),
 - strip it (``|trim``, ``.strip()``) when it is a ``Content``, which stands for the stripped text,
+- ask a ``Content`` itself a question a row can answer again (``startswith``/``endswith``/``is...``,
+  ``in`` either way, ``==``/``!=`` with a literal, or a string method that returns it unchanged):
+  a *guard* (template_reads.py, traced_strings.py), which holds the render to the rows answering so,
 
 and anything else is *read*: a method or attribute (``.strip()``, ``.split()``, ``|trim``,
 ``|replace``), a comparison or hash (``==``, ``in``, ``|unique``), ``len``, indexing, iteration,
@@ -26,13 +29,12 @@ counts as holding one.
 
 ``content in 'some text'`` is a search of the literal that C code does without asking the content
 anything, so the traced compile turns every ``in`` / ``not in`` into a call that records it
-(``_traced_in``); a chain of comparisons holding one (``a < b in c``) counts as a read outright.
+(``_traced_in``: a guard for a ``Content`` in a literal, else a read); a chain of comparisons holding one (``a < b in c``) counts as a read outright.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 from functools import lru_cache
 
 from jinja2 import nodes
@@ -41,14 +43,10 @@ from jinja2.nodes import EvalContext
 from jinja2.runtime import Context, Undefined
 
 from pipeline_core.tokenizer.chat_template import compile_template
+from pipeline_core.tokenizer.template_reads import Guard, Recording, record_guard, record_read
+from pipeline_core.tokenizer.traced_strings import Content, Traced, plain, slot_of
 
-_trace = threading.local()  # .reads: list of what the template did with a traced content
-
-
-def _read(what: str) -> None:
-    reads = getattr(_trace, "reads", None)
-    if reads is not None:
-        reads.append(what)
+_read = record_read  # what the hooks record of a traced content
 
 
 def _traced_join(seq) -> str:
@@ -56,83 +54,6 @@ def _traced_join(seq) -> str:
     parts = [str(x) for x in seq]
     out = "".join(parts)
     return Traced(out) if any(isinstance(p, Traced) for p in parts) else out
-
-
-def _reading(name: str):
-    base = getattr(str, name)
-
-    def method(self, *args, **kwargs):
-        _read(name)
-        return base(self, *args, **kwargs)
-
-    method.__name__ = name
-    return method
-
-
-class Traced(str):
-    """A content whose every use but output, concatenation and truth is recorded as a read."""
-
-    __slots__ = ()
-
-    def __str__(self) -> str:
-        return self
-
-    def __add__(self, other):
-        return Traced(str.__add__(self, other))
-
-    def __radd__(self, other):
-        if not isinstance(other, str):
-            return NotImplemented
-        return Traced(str.__add__(other, self))
-
-    def __bool__(self) -> bool:
-        return str.__len__(self) > 0
-
-    def __getattribute__(self, name: str):
-        if not name.startswith("_"):
-            _read(name)
-        return str.__getattribute__(self, name)
-
-    def __int__(self):
-        _read("int")
-        return int(str.__str__(self))
-
-    def __float__(self):
-        _read("float")
-        return float(str.__str__(self))
-
-    def __index__(self):
-        _read("index")
-        raise TypeError("a string is not an index")
-
-
-for _name in (
-    "__len__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__contains__",
-    "__getitem__", "__iter__", "__mod__", "__rmod__", "__mul__", "__rmul__", "__format__", "__repr__",
-):  # fmt: skip
-    setattr(Traced, _name, _reading(_name))
-
-
-class Content(Traced):
-    """A traced message content whose ``strip()`` (``|trim``) is the traced text ``stripped``: it
-    stands for the content stripped, which the caller substitutes per row. ``strip`` with arguments
-    is a read like any other."""
-
-    def __new__(cls, text: str, stripped: str) -> Content:
-        made = super().__new__(cls, text)
-        made.__dict__["stripped"] = stripped
-        return made
-
-    def __getattribute__(self, name: str):
-        if name == "strip":
-            return str.__getattribute__(self, name)
-        return super().__getattribute__(name)
-
-    def strip(self, chars=None):
-        if chars is not None:
-            _read("strip")
-            return Traced(str.strip(self, chars))
-        return Traced(str.__getattribute__(self, "__dict__")["stripped"])
 
 
 def _traced_raise(message: str):
@@ -199,6 +120,10 @@ def _traced_call(environment):
 def _traced_in(item, container) -> bool:
     """``item in container``, a read when a traced content is searched for in a string (every
     other container asks the item itself: ``__eq__`` or ``__hash__``, which record themselves)."""
+    if isinstance(item, Content) and plain(container):
+        found = str.__contains__(container, item)
+        record_guard(Guard(slot_of(item), "in literal", (container,), found))
+        return found
     if isinstance(item, Traced) and isinstance(container, str):
         _read("in")
     return item in container
@@ -248,15 +173,15 @@ def _traced_template(source: str):
 
 def render_traced(
     source: str, messages: list[dict], add_generation_prompt: bool, tools, **variables
-) -> tuple[str | None, list[str]]:
-    """(the rendered text, or None when the template raised; what it read of traced contents)."""
+) -> tuple[str | None, list[str], list[Guard]]:
+    """(the rendered text, or None when the template raised; what it read of traced contents; the
+    guards it asked of them)."""
     template = _traced_template(source)
-    reads: list[str] = []
-    _trace.reads = reads
-    try:
-        text = template.render(messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables)
-    except Exception:  # noqa: BLE001 - the template is user code; the caller renders the row normally
-        return None, reads
-    finally:
-        _trace.reads = None
-    return str.__str__(text), reads
+    with Recording() as (reads, guards):
+        try:
+            text = template.render(
+                messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **variables
+            )
+        except Exception:  # noqa: BLE001 - the template is user code; the caller renders the row normally
+            return None, reads, guards
+    return str.__str__(text), reads, guards

@@ -83,11 +83,9 @@ def test_generated_conversations_match_transformers(tmp_path_factory, family):
 
 CHATML = "{{ '<|im_start|>' + m.role + '\n' + %s + '<|im_end|>\n' }}"
 READING = {
-    "branches on content": "{% if m.content.startswith('!') %}{{ '!!' }}{% endif %}" + CHATML % "m.content",
     "json of content": CHATML % "(m.content | tojson)",
     "length of content": CHATML % "(m.content ~ ('+' if m.content | length > 3 else ''))",
     "trims a concatenation": CHATML % "((m.content ~ '\n') | trim)",
-    "compares content": "{% if m.content == 'hi' %}{{ 'hi!' }}{% endif %}" + CHATML % "m.content",
     "escapes content": "{{ '<|im_start|>' + m.role + '\n' }}{{ m.content | e }}{{ '<|im_end|>\n' }}",
     # a string made from a content by a filter, a literal's method or a macro is traced in its turn
     "branches on a joined content": "{% if ([m.content] | join).startswith('!') %}{{ '!!' }}{% endif %}"
@@ -99,10 +97,32 @@ READING = {
     "passes content to a literal's method": "{% if '!go'.startswith(m.content) %}{{ '!!' }}{% endif %}"
     + CHATML % "m.content",
     "counts words": CHATML % "(m.content ~ ('+' if m.content | wordcount > 1 else ''))",
-    # searching a literal for a content is C code that asks the content nothing
-    "looks for content in a literal": "{% if m.content in '!go hi' %}{{ '!!' }}{% endif %}" + CHATML % "m.content",
-    "content not in a literal": CHATML % "(m.content ~ ('+' if m.content not in 'abcd' else ''))",
     "a chain holding in": "{% if '' < m.content in 'abcd' %}{{ '!!' }}{% endif %}" + CHATML % "m.content",
+    # what a guard does not cover: a string answer that is not the content, another content as operand
+    "changes content": CHATML % "m.content.replace(' ', '_')",
+    "splits content": CHATML % "m.content.split('o')[0]",
+    "compares two contents": "{% if m.content == messages[0].content %}{{ '=' }}{% endif %}" + CHATML % "m.content",
+    "looks for a content in a content": "{% if messages[0].content in m.content %}{{ '=' }}{% endif %}"
+    + CHATML % "m.content",
+}
+# questions asked of a content itself with a literal: guards, the row's content asked again
+GUARDED = {
+    "branches on content": (
+        "{% if m.content.startswith('!') %}{{ '!!' }}{% endif %}" + CHATML % "m.content",
+        lambda c: c.startswith("!"),
+    ),
+    "compares content": (
+        "{% if m.content == 'hi' %}{{ 'hi!' }}{% endif %}" + CHATML % "m.content",
+        lambda c: c == "hi",
+    ),
+    "looks for content in a literal": (
+        "{% if m.content in '!go hi' %}{{ '!!' }}{% endif %}" + CHATML % "m.content",
+        lambda c: c in "!go hi",
+    ),
+    "content not in a literal": (
+        CHATML % "(m.content ~ ('+' if m.content not in 'abcd' else ''))",
+        lambda c: c in "abcd",
+    ),
 }
 FOOTER = "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 
@@ -117,6 +137,22 @@ def test_templates_that_read_contents_fall_back_and_stay_exact(tmp_path, name):
     reasons = check_rows(tok, ref, rows, ConverterFactory.create("messages"), stats)  # every row checked
     assert reasons["ok"] >= 3, reasons  # "compares content" prefixes an assistant "hi": no exact mask
     assert stats["frame"] == 0 and stats["jinja"] == len(rows), stats
+
+
+@pytest.mark.parametrize("name", sorted(GUARDED))
+def test_templates_that_ask_contents_guard_their_frames_and_stay_exact(tmp_path, name):
+    template, asks = GUARDED[name]
+    folder = family_folder(
+        "qwen2.5", tmp_path / "t", template="{% for m in messages %}" + template + "{% endfor %}" + FOOTER
+    )
+    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
+    pairs = [("!go", "ok <b>&"), ("hi", ' "x" \n'), ("abcd", "hi"), ("a", "b"), ("q", "r")]
+    stats: dict = {}
+    reasons = check_rows(tok, ref, [v1_row(None, [p]) for p in pairs], ConverterFactory.create("messages"), stats)
+    assert reasons["ok"] >= 4, reasons  # "compares content" prefixes an assistant "hi": no exact mask
+    missed = sum(asks(q) or asks(a) for q, a in pairs)  # a sentinel answers False to every question
+    assert 0 < missed < len(pairs)
+    assert (stats["frame"], stats["jinja"], stats["guard_miss"]) == (len(pairs) - missed, missed, missed), stats
 
 
 def test_whitespace_only_content_falls_back_counted(tmp_path):

@@ -76,7 +76,13 @@ def test_fast_equals_general(folders, llamafactory, options):
     processor = template_processor(folders["qwen2.5"], normalizer=TextNormalizer(), **options)
     rows = [*alpaca_rows(llamafactory)[:200], STRADDLE]
     fast = processor.process_batch(rows)
-    assert processor.strategy.fast_path_stats == {"frame": 201, "jinja": 0, "segments": 201, "offsets": 0}
+    assert processor.strategy.fast_path_stats == {
+        "frame": 201,
+        "jinja": 0,
+        "guard_miss": 0,
+        "segments": 201,
+        "offsets": 0,
+    }
     assert_same(fast, processor._general_batch(rows))
 
 
@@ -92,9 +98,8 @@ def test_bad_rows_stay_on_the_fast_path_with_the_general_errors(folders, llamafa
 
 def test_where_the_pairs_path_does_not_answer(folders, tmp_path):
     row = {"query": "q", "response": "r"}
-    qwen3 = template_processor(folders["qwen3"])  # its template reads contents: no frame
-    assert fast_template.sft_batch(qwen3, [row]) is None
-    assert pair_batch(qwen3.strategy, [("q", "r")]) is None
+    qwen3 = template_processor(folders["qwen3"])  # its template asks contents questions: a guarded frame
+    assert pair_batch(qwen3.strategy, [("q", "r")]) is not None
     mistral = family_folder("mistral", tmp_path / "mistral", base=metaspace_tokenizer())  # no segment encoding
     assert fast_template.sft_batch(template_processor(mistral), [row]) is None
     qwen = template_processor(folders["qwen2.5"])
