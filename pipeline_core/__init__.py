@@ -27,7 +27,7 @@ _EXPORTS = {
     "AlpacaStrategy": "pipeline_core.chat",
     "AutoTokenizer": "pipeline_core.tokenizer",
     "BadRowError": "pipeline_core.errors",
-    "CacheOptions": "pipeline_core.stages.cache",
+    "CacheOptions": "pipeline_core.stages.options",
     "CacheStats": "pipeline_core.stages.results",
     "ChatMLStrategy": "pipeline_core.chat",
     "ConfigError": "pipeline_core.errors",

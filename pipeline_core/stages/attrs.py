@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pipeline_core.formats.positions import STORAGE_ATTR
 from pipeline_core.processors.base import Processor
+from pipeline_core.stages.options import CacheOptions
 from pipeline_core.stages.results import CacheStats
 from pipeline_core.version import FORMAT_VERSION
-
-if TYPE_CHECKING:
-    from pipeline_core.stages.cache import CacheOptions
 
 
 def output_attrs(processor: Processor, options: CacheOptions, stats: CacheStats, pad_value: int | None) -> dict:
