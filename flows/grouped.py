@@ -25,7 +25,7 @@ def has_worker_processes(run: RunOptions) -> bool:
 def run_groups(plan, cache_task, job, urls, committed, storage, progress, committer, run: RunOptions) -> ChunkOutcome:
     """Cache ``urls`` (positions ``plan.todo``) in worker groups; ``cache_task`` is the flow's
     configured ``cache_chunk``, whose result storage the groups share."""
-    digests = hash_here(urls, storage, run.max_workers)
+    digests = hash_here(urls, storage, run.max_workers, tuple(backoff_delays(run.retries, run.retry_delay)))
     groups = worker_groups([d.size for d in digests], run.max_workers)
     task = cache_chunk_group.with_options(
         retries=run.retries, retry_delay_seconds=backoff_delays(run.retries, run.retry_delay)

@@ -7,7 +7,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pipeline_core.storage.hashing import file_digest
 from tasks.models import ChunkDigest, PartFile
-from tasks.retry import retry_on_transient
+from tasks.retry import is_transient, retry_on_transient
 
 
 @task(
@@ -29,13 +29,29 @@ def part_files(urls: list[str], storage_options: dict | None = None) -> list[Par
     return [PartFile(url=u, sha256=d.sha256, size=d.size) for u in urls for d in [file_digest(u, storage_options)]]
 
 
-def hash_here(urls: list[str], storage_options: dict | None = None, threads: int = 2) -> list[ChunkDigest]:
-    """``hash_chunk`` of each URL, run in this process without a task run each (hashlib releases the GIL)."""
+HASH_DELAYS = (1.0, 2.0, 4.0)  # as hash_chunk's retries
+
+
+def hash_here(
+    urls: list[str], storage_options: dict | None = None, threads: int = 2, delays: tuple[float, ...] = HASH_DELAYS
+) -> list[ChunkDigest]:
+    """``hash_chunk`` of each URL, run in this process without a task run each (hashlib releases
+    the GIL); a transient I/O failure is retried after each of ``delays``, as the task would be."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(url: str) -> ChunkDigest:
-        found = file_digest(url, storage_options)
-        return ChunkDigest(url=url, sha256=found.sha256, size=found.size)
-
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        return list(pool.map(one, urls))
+        return list(pool.map(lambda url: _digest_retrying(url, storage_options, delays), urls))
+
+
+def _digest_retrying(url: str, storage_options: dict | None, delays: tuple[float, ...]) -> ChunkDigest:
+    import time
+
+    for delay in (*delays, None):
+        try:
+            found = file_digest(url, storage_options)
+            return ChunkDigest(url=url, sha256=found.sha256, size=found.size)
+        except Exception as exc:
+            if delay is None or not is_transient(exc):
+                raise
+            time.sleep(delay)
+    raise AssertionError("unreachable")

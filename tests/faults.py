@@ -20,7 +20,9 @@ class FlakyFileSystem(AbstractFileSystem):
 
     # class-level plan so every instance (threads, Prefect copies) shares it
     plan: dict[str, tuple[int, type[BaseException]]] = {}
+    read_plan: dict[str, tuple[int, type[BaseException]]] = {}
     attempts: Counter = Counter()
+    read_attempts: Counter = Counter()
     _lock = threading.Lock()
 
     def __init__(self, **kwargs):
@@ -32,28 +34,43 @@ class FlakyFileSystem(AbstractFileSystem):
         cls.plan[suffix] = (times, error)
 
     @classmethod
+    def fail_reads(cls, suffix: str, times: int, error: type[BaseException]) -> None:
+        """Opening a matching path for reading fails its first ``times`` attempts."""
+        cls.read_plan[suffix] = (times, error)
+
+    @classmethod
     def reset(cls) -> None:
         cls.plan.clear()
         cls.attempts.clear()
+        cls.read_plan.clear()
+        cls.read_attempts.clear()
 
     @classmethod
     def _strip_protocol(cls, path):
         path = path[len("flaky://") :] if path.startswith("flaky://") else path
         return LocalFileSystem._strip_protocol(path)
 
+    @classmethod
+    def _maybe_fail(cls, plan: dict, attempts: Counter, path: str, verb: str) -> None:
+        """Raise the planned error while ``path`` has failed fewer times than planned."""
+        with cls._lock:
+            for suffix, (times, error) in plan.items():
+                if path.endswith(suffix):
+                    attempts[path] += 1
+                    if attempts[path] <= times:
+                        raise error(f"injected failure {attempts[path]}/{times} {verb} {path}")
+
     def put_file(self, lpath, rpath, **kwargs):
         rpath = self._strip_protocol(rpath)
-        with self._lock:
-            for suffix, (times, error) in self.plan.items():
-                if rpath.endswith(suffix):
-                    self.attempts[rpath] += 1
-                    if self.attempts[rpath] <= times:
-                        raise error(f"injected failure {self.attempts[rpath]}/{times} writing {rpath}")
+        self._maybe_fail(self.plan, self.attempts, rpath, "writing")
         self.local.makedirs(self.local._parent(rpath), exist_ok=True)
         self.local.put_file(lpath, rpath)
 
     def _open(self, path, mode="rb", **kwargs):
-        return self.local._open(self._strip_protocol(path), mode, **kwargs)
+        path = self._strip_protocol(path)
+        if "r" in mode:
+            self._maybe_fail(self.read_plan, self.read_attempts, path, "reading")
+        return self.local._open(path, mode, **kwargs)
 
     def ls(self, path, detail=True, **kwargs):
         return self.local.ls(self._strip_protocol(path), detail=detail, **kwargs)
