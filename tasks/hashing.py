@@ -9,17 +9,23 @@ from pipeline_core.storage.hashing import file_digest
 from tasks.models import ChunkDigest, PartFile
 from tasks.retry import is_transient, retry_on_transient
 
+HASH_DELAYS = (1.0, 2.0, 4.0)  # seconds before each retry of a transient read failure
+
 
 @task(
     name="hash-chunk",
     cache_policy=NO_CACHE,  # the hash must read the bytes every time
     persist_result=False,
-    retries=3,
-    retry_delay_seconds=[1, 2, 4],
+    retries=len(HASH_DELAYS),
+    retry_delay_seconds=list(HASH_DELAYS),
     retry_condition_fn=retry_on_transient,
     retry_jitter_factor=0.5,
 )
 def hash_chunk(url: str, storage_options: dict | None = None) -> ChunkDigest:
+    return chunk_digest(url, storage_options)
+
+
+def chunk_digest(url: str, storage_options: dict | None = None) -> ChunkDigest:
     found = file_digest(url, storage_options)
     return ChunkDigest(url=url, sha256=found.sha256, size=found.size)
 
@@ -27,9 +33,6 @@ def hash_chunk(url: str, storage_options: dict | None = None) -> ChunkDigest:
 def part_files(urls: list[str], storage_options: dict | None = None) -> list[PartFile]:
     """Size and sha256 of the files a chunk published besides its output, for the commit record."""
     return [PartFile(url=u, sha256=d.sha256, size=d.size) for u in urls for d in [file_digest(u, storage_options)]]
-
-
-HASH_DELAYS = (1.0, 2.0, 4.0)  # as hash_chunk's retries
 
 
 def hash_here(
@@ -48,8 +51,7 @@ def _digest_retrying(url: str, storage_options: dict | None, delays: tuple[float
 
     for delay in (*delays, None):
         try:
-            found = file_digest(url, storage_options)
-            return ChunkDigest(url=url, sha256=found.sha256, size=found.size)
+            return chunk_digest(url, storage_options)
         except Exception as exc:
             if delay is None or not is_transient(exc):
                 raise
