@@ -24,6 +24,7 @@ from pipeline_core.formats.ragged import Ragged
 from pipeline_core.tokenizer.backends import create_backend
 from pipeline_core.tokenizer.chat_template import render_chat_template
 from pipeline_core.tokenizer.derived import fingerprint as derived_fingerprint
+from pipeline_core.tokenizer.folder import chat_templates_of, locate, read_config, token_content
 from pipeline_core.tokenizer.protocol import EncodeBackend
 
 ROLES = ("bos", "eos", "pad")
@@ -76,13 +77,13 @@ class AutoTokenizer:
     @classmethod
     def from_file(cls, path: str | Path, backend: str = "auto", **roles: str) -> AutoTokenizer:
         """Load ``tokenizer.json`` (or a folder holding it, with optional tokenizer_config.json)."""
-        folder, json_url = _locate(str(path))
+        folder, json_url = locate(str(path))
         with fsspec.open(json_url, "r", encoding="utf-8") as f:
             tokenizer = Tokenizer.from_str(f.read())
-        config = _read_config(folder) if folder else {}
-        merged = {r: _token_content(config.get(f"{r}_token")) for r in ROLES}
+        config = read_config(folder) if folder else {}
+        merged = {r: token_content(config.get(f"{r}_token")) for r in ROLES}
         merged.update({_role_name(k): v for k, v in roles.items()})
-        named = _chat_templates_of(folder, config) if folder else {}
+        named = chat_templates_of(folder, config) if folder else {}
         default = named.get("default") if len(named) != 1 else next(iter(named.values()))
         tok = cls(tokenizer, merged, default, backend, source=str(path))
         tok.named_chat_templates = named if len(named) > 1 else {}
@@ -116,9 +117,8 @@ class AutoTokenizer:
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-        files = _training_files(texts_or_files)
-        if files is not None:
-            tok.train(files, trainer)
+        if isinstance(texts_or_files, (str, Path)):
+            tok.train([str(texts_or_files)], trainer)
         else:
             tok.train_from_iterator(texts_or_files, trainer)
         return cls(tok, {"bos": BOS_TOKEN, "eos": EOS_TOKEN, "pad": PAD_TOKEN})
@@ -294,69 +294,3 @@ def _role_name(keyword: str) -> str:
     if not keyword.endswith("_token"):
         raise TypeError(f"unexpected keyword {keyword!r}; roles are {', '.join(r + '_token' for r in ROLES)}")
     return keyword[: -len("_token")]
-
-
-def _locate(path: str) -> tuple[str | None, str]:
-    """(folder holding the tokenizer or None, URL of tokenizer.json)."""
-    fs, root = fsspec.core.url_to_fs(path)
-    protocol = path.split("://")[0] + "://" if "://" in path else ""
-    if fs.isdir(root):
-        if not fs.exists(f"{root}/tokenizer.json"):
-            raise FileNotFoundError(f"{path} is a folder without tokenizer.json")
-        return f"{protocol}{root}", f"{protocol}{root}/tokenizer.json"
-    if not fs.exists(root):
-        raise FileNotFoundError(f"no tokenizer at {path}; give a tokenizer.json or a folder holding one")
-    folder = root.rsplit("/", 1)[0] if "/" in root else "."
-    has_config = fs.exists(f"{folder}/tokenizer_config.json")
-    return (f"{protocol}{folder}" if has_config else None), f"{protocol}{root}"
-
-
-def _read_config(folder: str) -> dict:
-    url = f"{folder}/tokenizer_config.json"
-    fs, root = fsspec.core.url_to_fs(url)
-    if not fs.exists(root):
-        return {}
-    with fs.open(root, "r", encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _token_content(value) -> str | None:
-    """tokenizer_config.json stores a role as a string or as an AddedToken dict."""
-    if isinstance(value, dict):
-        return value.get("content")
-    return value
-
-
-def _chat_templates_of(folder: str, config: dict) -> dict[str, str]:
-    """Every chat template of the folder by name, as transformers loads them: ``chat_template.jinja``
-    (the default) and ``chat_templates/*.jinja`` beside tokenizer_config.json win over its
-    ``chat_template`` entry (a string, or a list of ``{"name", "template"}``)."""
-    files = _template_files(folder)
-    if files:
-        return files
-    template = config.get("chat_template")
-    if isinstance(template, list):
-        return {t.get("name"): t.get("template") for t in template if t.get("template")}
-    return {"default": template} if template else {}
-
-
-def _template_files(folder: str) -> dict[str, str]:
-    fs, root = fsspec.core.url_to_fs(folder)
-    found: dict[str, str] = {}
-    if fs.exists(f"{root}/chat_template.jinja"):
-        found["default"] = _read_text(fs, f"{root}/chat_template.jinja")
-    if fs.isdir(f"{root}/chat_templates"):
-        for path in sorted(fs.glob(f"{root}/chat_templates/*.jinja")):
-            found[path.rsplit("/", 1)[-1].removesuffix(".jinja")] = _read_text(fs, path)
-    return found
-
-
-def _read_text(fs, path: str) -> str:
-    with fs.open(path, "r", encoding="utf-8") as f:
-        return f.read()
-
-
-def _training_files(source) -> list[str] | None:
-    if isinstance(source, (str, Path)):
-        return [str(source)]
-    return None
