@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from pipeline_core.chat.strategies import PromptStrategy
+from pipeline_core.chat.prompt import PromptStrategy
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.tokenizer.auto import AutoTokenizer
@@ -205,7 +205,7 @@ class ProcessorFactory:
         if isinstance(strategy, str):
             return cls.create_with_strategy_name(type_name, tokenizer, strategy, processor_kwargs=kwargs)
         if strategy is None and getattr(klass, "default_strategy", None):
-            from pipeline_core.chat.strategies import StrategyFactory
+            from pipeline_core.chat.registry import StrategyFactory
 
             strategy = StrategyFactory.create(klass.default_strategy, tokenizer)
         return klass(tokenizer, strategy=strategy, **kwargs)
@@ -226,7 +226,7 @@ class ProcessorFactory:
         **kwargs,
     ) -> Processor:
         """``kwargs`` go to the strategy; ``processor_kwargs`` (normalizer, max_length, ...) to the processor."""
-        from pipeline_core.chat.strategies import StrategyFactory
+        from pipeline_core.chat.registry import StrategyFactory
 
         strategy = StrategyFactory.create(strategy_name, tokenizer, **kwargs)
         return cls._class(type_name)(tokenizer, strategy=strategy, **(processor_kwargs or {}))

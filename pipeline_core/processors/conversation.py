@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline_core.chat.pieces import Piece
-from pipeline_core.chat.strategies import PromptStrategy
+from pipeline_core.chat.prompt import PromptStrategy
 from pipeline_core.errors import RowError
 from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
 from pipeline_core.processors.messages import Conversation
