@@ -135,6 +135,10 @@ DERIVED = {
         lambda c: not c.lstrip("!").strip() or c.lstrip("!").rstrip().endswith("&"),
     ),
     "trims by filter": (CHATML % "(m.content | trim | replace('h', 'H'))", lambda c: False),
+    "tests a derived content": (  # a sentinel is never empty: a row whose derived content is blank misses
+        CHATML % "(m.content.removeprefix('!go') or '(none)')",
+        lambda c: not c.removeprefix("!go").strip(),
+    ),
 }
 FOOTER = "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 
