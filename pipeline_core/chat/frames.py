@@ -6,26 +6,32 @@ template (the whole conversation, and for each assistant turn ``k`` the prefix r
 ``messages[:k]`` with the generation prompt and ``messages[:k+1]``) with unique sentinel strings
 as the non-empty contents, traced (tokenizer/template_trace.py)::
 
-    frame  = literal_0, slot_0, literal_1, slot_1, ..., literal_m     (slot_i: a message index)
+    frame  = literal_0, slot_0, literal_1, slot_1, ..., literal_m     (slot_i: a content slot)
     text   = literal_0 + content[slot_0] + literal_1 + ... + literal_m
+
+Slot k < n is message k's content (n: the shape's messages). A string method the template calls
+on a content with literal arguments (Qwen3's ``content.lstrip('\n')``, Llama's ``|trim``) hands it
+the sentinel of a new slot n, n+1...: a *derivation* (tokenizer/template_reads.py), which a row
+computes from its content with the same ``str`` method, so slot n may be ``content[1].lstrip('\n')``.
 
 A frame is used only when, for every one of those renders,
 
-- the template read no content (only wrote, concatenated or truth-tested them, or asked them
-  questions a row can answer again: *guards*, tokenizer/template_reads.py), so its control flow is
+- the template read no content (only wrote, concatenated or truth-tested them, derived contents
+  from them, or asked them questions a row can answer again: *guards*), so its control flow is
   the same for every row of the shape whose contents answer the guards as the sentinels did;
 - every sentinel that appears is written verbatim (no escaping or JSON), and no stray sentinel
   character remains;
-- a second render with a different sentinel set gives the same literals, slots and guards;
+- a second render with a different sentinel set gives the same literals, slots, guards and
+  derivations;
 - each assistant turn's prefix renders extend each other and the whole render (the template does
   not rewrite history: those rows keep the Jinja path, with its ``rewritten`` handling).
 
-A row is filled into its shape's frame only when its contents pass every guard of every render
-(``ShapeFrame.admits``: e.g. Qwen3's ``'</think>' in content`` is False, ``content.lstrip('\n')`` is
-the content); a row that fails one is rendered by Jinja (counted ``guard_miss``).
-Otherwise the shape has no frame (``None``) and its rows are rendered by Jinja, as before. Spans
-come from the same renders: each edge is a literal length plus the lengths of the contents
-before it, so filling a frame gives the same text and spans as rendering the row.
+A row is filled into its shape's frame only when its contents and derived contents pass every
+guard of every render (``ShapeFrame.admits``: e.g. Qwen3's ``'</think>' in content`` is False); a
+row that fails one is rendered by Jinja (counted ``guard_miss``). Otherwise the shape has no frame
+(``None``) and its rows are rendered by Jinja, as before. Spans come from the same renders: each
+edge is a literal length plus the lengths of the contents before it (a derived content by its own
+length), so filling a frame gives the same text and spans as rendering the row.
 """
 
 from __future__ import annotations
@@ -34,11 +40,11 @@ import re
 from dataclasses import dataclass, field
 
 from pipeline_core.chat.span_cuts import Span
-from pipeline_core.tokenizer.template_reads import Guard
+from pipeline_core.tokenizer.template_reads import Derivation, Guard
 from pipeline_core.tokenizer.template_trace import Content, render_traced
 
 OPEN, CLOSE = "\ue010", "\ue011"  # private-use delimiters of a sentinel
-SENTINEL = re.compile(f"{OPEN}(s?)(\\d+)[^{CLOSE}]*{CLOSE}")  # s: the content stripped
+SENTINEL = re.compile(f"{OPEN}(\\d+)[^{CLOSE}]*{CLOSE}")  # the number: the slot it stands for
 # Two sentinel bodies that differ in length, words, case and letters, and carry what escaping,
 # JSON or whitespace trimming would change (quotes, backslash, markup, newline, edge spaces).
 BODIES = (' \n"\\<b>&\'é Aa\t ', '\t x y Zz "\\<i>&\'ü\n \n ')  # fmt: skip
@@ -48,11 +54,11 @@ MAX_SHAPES = 4096  # beyond this many shapes, new ones keep the Jinja path (boun
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One render of a shape: ``literals`` around ``slots`` (the message index written there)."""
+    """One render of a shape: ``literals`` around ``slots`` (the content slot written there)."""
 
     literals: tuple[str, ...]
     slots: tuple[int, ...]
-    guards: tuple[Guard, ...] = ()  # what the render asked of the contents (message indices)
+    guards: tuple[Guard, ...] = ()  # what the render asked of the contents (by slot)
     fixed: int = field(init=False, compare=False)  # the literals' characters: a span edge is this plus contents
 
     def __post_init__(self) -> None:
@@ -75,16 +81,25 @@ class ShapeFrame:
 
     whole: Frame
     turns: tuple[tuple[Frame, Frame, int], ...]  # (before, through, message index) per assistant turn
-    strips: bool  # some slot is a content stripped (slot k + n for message k of n)
+    derived: tuple[Derivation, ...] = ()  # slot n + i is derived[i] of an earlier slot (n: the shape's messages)
     guards: tuple[Guard, ...] = ()  # every render's guards: a row failing one is not this frame's
 
+    def contents(self, row: list[str]) -> list[str]:
+        """The row's contents, then each derived content computed as Jinja computes it (by slot)."""
+        contents = list(row)
+        for derivation in self.derived:
+            contents.append(derivation.apply(contents))
+        return contents
+
     def admits(self, contents: list[str]) -> bool:
-        """Whether the row's contents answer every guard as the sentinels did."""
+        """Whether the contents (``contents(row)``) answer every guard as the sentinels did."""
         return all(guard.holds(contents) for guard in self.guards)
 
-    def render(self, contents: list[str]) -> tuple[str, list[Span]]:
-        if self.strips:
-            contents = contents + [c.strip() for c in contents]
+    def render(self, row: list[str]) -> tuple[str, list[Span]] | None:
+        """The row's text and spans, or None when it fails a guard (Jinja renders it)."""
+        contents = self.contents(row) if self.derived else row
+        if self.guards and not self.admits(contents):
+            return None
         lengths = list(map(len, contents))
         spans = [(before.length(lengths), through.length(lengths), k) for before, through, k in self.turns]
         return self.whole.fill(contents), spans
@@ -106,51 +121,74 @@ def compile_frame(template: str, shape: Shape, variables: dict) -> ShapeFrame | 
     renders = [_frames(template, shape, variables, body) for body in BODIES]
     if renders[0] is None or renders[0] != renders[1]:
         return None
-    whole, turns = renders[0]
+    whole, turns, derived = renders[0]
     end = 0
     for before, through, _ in turns:
         if not (_extends(through, before) and _extends(whole, through)) or _chars(before) < end:
             return None
         end = _chars(through)
-    n = len(shape)
     frames = (whole, *(f for t in turns for f in t[:2]))
-    strips = any(slot >= n for frame in frames for slot in frame.slots)
     guards = tuple(dict.fromkeys(guard for frame in frames for guard in frame.guards))
-    return ShapeFrame(whole, tuple(turns), strips, guards)
+    return ShapeFrame(whole, tuple(turns), derived, guards)
+
+
+class _Sentinels:
+    """One body's sentinel contents: message k's is slot k, each new derivation the next slot."""
+
+    def __init__(self, shape: Shape, body: str) -> None:
+        self.body, self.n = body, len(shape)
+        self.derived: dict[Derivation, int] = {}  # in slot order
+        self.messages = [
+            {"role": role, "content": self.content(k) if filled else ""} for k, (role, filled) in enumerate(shape)
+        ]
+
+    def content(self, slot: int) -> Content:
+        return Content(self.text(slot), slot, self.derive)
+
+    def text(self, slot: int) -> str:
+        return f"{OPEN}{slot}{self.body}{CLOSE}"
+
+    def derive(self, derivation: Derivation) -> Content:
+        return self.content(self.derived.setdefault(derivation, self.n + len(self.derived)))
+
+    def message_of(self, slot: int) -> int:
+        """The message a slot's content is made from (a slot no content has: past every message)."""
+        table = list(self.derived)
+        while self.n <= slot < self.n + len(table):
+            slot = table[slot - self.n].parent
+        return slot
 
 
 def _frames(template: str, shape: Shape, variables: dict, body: str):
-    """(whole frame, [(before, through, k)]) with sentinels of ``body``, or None."""
-    messages = [
-        {"role": role, "content": Content(f"{OPEN}{k}{body}{CLOSE}", f"{OPEN}s{k}{body}{CLOSE}", k) if filled else ""}
-        for k, (role, filled) in enumerate(shape)
-    ]
-    whole = _frame(template, messages, False, variables, body, len(shape))
+    """(whole frame, [(before, through, k)], derivations) with sentinels of ``body``, or None."""
+    sentinels = _Sentinels(shape, body)
+    messages = sentinels.messages
+    whole = _frame(template, messages, False, variables, sentinels)
     turns = []
     for k, (role, _) in enumerate(shape):
         if role == "assistant":
-            before = _frame(template, messages[:k], True, variables, body, len(shape))
-            through = _frame(template, messages[: k + 1], False, variables, body, len(shape))
+            before = _frame(template, messages[:k], True, variables, sentinels)
+            through = _frame(template, messages[: k + 1], False, variables, sentinels)
             if before is None or through is None:
                 return None
             turns.append((before, through, k))
-    return None if whole is None else (whole, turns)
+    return None if whole is None else (whole, turns, tuple(sentinels.derived))
 
 
 def _frame(
-    template: str, messages: list[dict], generation_prompt: bool, variables: dict, body: str, n: int
+    template: str, messages: list[dict], generation_prompt: bool, variables: dict, sentinels: _Sentinels
 ) -> Frame | None:
-    """One render's frame; a stripped content of message k is slot ``k + n`` (n: the shape's messages)."""
+    """One render's frame: each sentinel written verbatim, of a content of the messages rendered."""
     text, reads, guards = render_traced(template, messages, generation_prompt, None, **variables)
     if text is None or reads:
         return None
     literals, slots, pos = [], [], 0
     for found in SENTINEL.finditer(text):
-        stripped, k = found.group(1), int(found.group(2))
-        if k >= len(messages) or found.group() != f"{OPEN}{stripped}{k}{body}{CLOSE}":
+        slot = int(found.group(1))
+        if sentinels.message_of(slot) >= len(messages) or found.group() != sentinels.text(slot):
             return None  # written transformed (escaped, JSON...), or not one of ours
         literals.append(text[pos : found.start()])
-        slots.append(k + n if stripped else k)
+        slots.append(slot)
         pos = found.end()
     literals.append(text[pos:])
     if any(OPEN in part or CLOSE in part for part in literals):

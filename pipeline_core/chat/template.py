@@ -168,11 +168,10 @@ class TemplateStrategy(PromptStrategy):
         frame = None if shape is None else self.frame_for(template, shape)
         if frame is None:
             return None
-        contents = [m["content"] for m in conversation.messages]
-        if not frame.admits(contents):
+        rendered = frame.render([m["content"] for m in conversation.messages])
+        if rendered is None:
             self.fast_path["guard_miss"] += 1
-            return None
-        return frame.render(contents)
+        return rendered
 
     def frame_for(self, template: str, shape: Shape) -> ShapeFrame | None:
         """The shape's frame (compiled on first use), or None: its rows are rendered by Jinja."""

@@ -73,7 +73,6 @@ def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list
     how many of the rendered ones missed a guard (Jinja rendered them)."""
     rendered, errors, missed = [], [], 0
     special = strategy.special_token_search
-    admits = frame.admits if frame.guards else None
     for i, (query, response) in enumerate(pairs):
         if special(query) or special(response):
             try:
@@ -82,15 +81,15 @@ def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list
             except RowError as e:
                 errors.append((i, e))
                 continue
-        if admits is None or admits([query, response]):
-            text, spans = frame.render([query, response])
-        else:
+        framed = frame.render([query, response])
+        if framed is None:
             try:
-                text, spans = _by_jinja(strategy, query, response)
+                framed = _by_jinja(strategy, query, response)
             except RowError as e:
                 errors.append((i, e))
                 continue
             missed += 1
+        text, spans = framed
         rendered.append((i, text, span_parts(len(text), spans, OWNERS)))
     return rendered, errors, missed
 

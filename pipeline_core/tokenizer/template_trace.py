@@ -6,13 +6,15 @@ that is a ``Traced`` string records every way the template looks at it. The temp
 - write it out (``{{ content }}``, ``str(content)``, ``|string``),
 - concatenate it (``+``, ``~``: the result is traced too), and
 - test its truth (``{% if content %}``: the caller fixes which contents are empty),
-- strip it (``|trim``, ``.strip()``) when it is a ``Content``, which stands for the stripped text,
+- derive a new content from a ``Content`` by a string method with literal arguments (``|trim``,
+  ``.strip()``, ``lstrip('\n')``, ``replace('a', 'b')``...): a *derivation*, which a row computes
+  the same way (template_reads.py, traced_strings.py),
 - ask a ``Content`` itself a question a row can answer again (``startswith``/``endswith``/``is...``,
-  ``in`` either way, ``==``/``!=`` with a literal, or a string method that returns it unchanged):
-  a *guard* (template_reads.py, traced_strings.py), which holds the render to the rows answering so,
+  ``in`` either way, ``==``/``!=`` with a literal): a *guard*, which holds the render to the rows
+  answering so,
 
-and anything else is *read*: a method or attribute (``.strip()``, ``.split()``, ``|trim``,
-``|replace``), a comparison or hash (``==``, ``in``, ``|unique``), ``len``, indexing, iteration,
+and anything else is *read*: a method or attribute (``.split()``, or ``.strip()`` and ``|trim`` of
+a string made from a content), a comparison or hash (``==``, ``in``, ``|unique``), ``len``, indexing, iteration,
 ``%``/``*``, ``format``, ``int``/``float`` and ``repr``. Calling ``strftime_now`` or
 ``raise_exception`` is also recorded (the text would depend on the clock, or the template refuses).
 A render that read nothing produced the same control flow whatever the contents are; what a

@@ -1,15 +1,17 @@
 """The traced strings a traced render (template_trace.py) hands a template as message contents.
 
 ``Traced``: a string whose every use but output, concatenation and truth is recorded as a read.
-``Content``: a message content itself (one sentinel of chat/frames.py, for message ``slot``), whose
-questions a row can answer again are recorded as guards instead (template_reads.py).
+``Content``: a message content itself, or one derived from it (one sentinel of chat/frames.py, for
+slot ``slot``), whose questions a row can answer again are recorded as guards instead and whose
+string methods make derived contents (template_reads.py).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
-from pipeline_core.tokenizer.template_reads import ANSWERS, IDENTITIES, SAME, Guard, record_guard, record_read
+from pipeline_core.tokenizer.template_reads import ANSWERS, IDENTITIES, Derivation, Guard, record_guard, record_read
 
 
 def _reading(name: str):
@@ -68,31 +70,32 @@ for _name in (
 
 
 class Content(Traced):
-    """A traced message content (message ``slot``) whose ``strip()`` (``|trim``) is the traced text
-    ``stripped``: it stands for the content stripped, which the caller substitutes per row.
+    """A traced content standing for slot ``slot`` of every row: a message content, or one derived
+    from another (``derive(derivation)`` makes the Content of a derivation, chat/frames.py).
 
     A question asked of the content itself whose answer can be asked again of a row is a *guard*
     (tokenizer/template_reads.py), not a read: a bool method or operator with literal operands
-    (``startswith``, ``in``, ``==``...), and a string method that returns the content unchanged
-    (``lstrip('\\n')`` of a content starting with no newline), which returns this very Content so
-    that what the template asks of the result is guarded too. Anything else is a read."""
+    (``startswith``, ``in``, ``==``...). A string method of IDENTITIES with literal arguments
+    (``lstrip('\\n')``, ``|trim``, ``replace('a', 'b')``) is a *derivation*: it returns the Content of
+    a new slot, which a row fills with the method's real result, so what the template asks of the
+    result is guarded too. Anything else is a read.
 
-    def __new__(cls, text: str, stripped: str, slot: int) -> Content:
+    Every Content stands for a text holding a non-whitespace character on every row it admits, as
+    each sentinel does (so truth tests agree): a message content is one (the shape fixes which are
+    empty or blank), whitespace stripping keeps one, and any other derivation records the guard
+    that its result is not blank."""
+
+    def __new__(cls, text: str, slot: int, derive: Derive) -> Content:
         made = super().__new__(cls, text)
-        made.__dict__.update(stripped=stripped, slot=slot)
+        made.__dict__.update(slot=slot, derive=derive)
         return made
 
     def __getattribute__(self, name: str):
-        if name == "strip":
-            return str.__getattribute__(self, name)
-        if name in ANSWERS or name in IDENTITIES:
+        if name in ANSWERS:
             return functools.partial(_guarded, self, name)
+        if name in IDENTITIES:
+            return functools.partial(_derived, self, name)
         return super().__getattribute__(name)
-
-    def strip(self, chars=None):
-        if chars is None:
-            return Traced(str.__getattribute__(self, "__dict__")["stripped"])
-        return _guarded(self, "strip", chars)
 
     def __contains__(self, item) -> bool:
         return _operator(self, "in", item, str.__contains__)
@@ -106,6 +109,9 @@ class Content(Traced):
     __hash__ = Traced.__hash__  # a read, as for any traced string
 
 
+Derive = Callable[[Derivation], Content]  # the Content standing for a derivation's result
+
+
 def slot_of(content: Content) -> int:
     return str.__getattribute__(content, "__dict__")["slot"]
 
@@ -117,18 +123,35 @@ def plain(value) -> bool:
     return isinstance(value, str) and not isinstance(value, Traced)
 
 
+def _literal(value) -> bool:
+    """An argument a derivation may hold: a plain str, an int (``replace``'s count) or None."""
+    return value is None or type(value) is int or plain(value)
+
+
 def _guarded(content: Content, name: str, *args, **kwargs):
-    """``content.name(*args)``: a guard when its answer is a bool, or the content unchanged (then the
-    content itself is returned); else a read (a string result is traced)."""
+    """``content.name(*args)`` of a bool method: a guard when its operands are literals, else a read."""
     answer = getattr(str, name)(content, *args, **kwargs)
-    if kwargs or not all(map(plain, args)) or not (isinstance(answer, bool) or answer == str.__str__(content)):
+    if kwargs or not all(map(plain, args)):
         record_read(name)
-        return Traced(answer) if isinstance(answer, str) else answer
-    if isinstance(answer, bool):
-        record_guard(Guard(slot_of(content), name, args, answer))
         return answer
-    record_guard(Guard(slot_of(content), name, args, SAME))
-    return content
+    record_guard(Guard(slot_of(content), name, args, answer))
+    return answer
+
+
+def _derived(content: Content, name: str, *args, **kwargs):
+    """``content.name(*args)`` of a string method: the Content of a derivation when its arguments are
+    literals (and valid: the call on the sentinel raises as Jinja's would), else a read."""
+    answer = getattr(str, name)(content, *args, **kwargs)
+    if kwargs or not all(map(_literal, args)):
+        record_read(name)
+        return Traced(answer)
+    if args == (None,):  # strip(None), as |trim calls it: strip()
+        args = ()
+    derivation = Derivation(slot_of(content), name, args)
+    made = str.__getattribute__(content, "__dict__")["derive"](derivation)
+    if not derivation.keeps_filled():
+        record_guard(Guard(slot_of(made), "blank", (), False))
+    return made
 
 
 def _operator(content: Content, op: str, other, base) -> bool:

@@ -1,9 +1,10 @@
 """Guarded frames (chat/frames.py, tokenizer/template_reads.py) on Qwen3's template, against transformers.
 
 Qwen3's template asks each content questions (``startswith('<tool_response>')`` of the last user
-turn, ``'</think>' in`` and ``lstrip('\\n')`` of an assistant turn). Its frames carry them as guards:
-a row answering them as the sentinels did is filled into the frame, any other row is rendered by
-Jinja (counted ``guard_miss``). Both must give transformers' ids and masks. The tokenizer marks
+turn, ``'</think>' in`` of an assistant turn). Its frames carry them as guards: a row answering them
+as the sentinels did is filled into the frame, any other row is rendered by Jinja (counted
+``guard_miss``). Its ``content.lstrip('\\n')`` is a derived slot (test_frame_derived.py), no guard.
+Both must give transformers' ids and masks. The tokenizer marks
 ``<think>``, ``<tool_response>``... as added tokens that are not special, as Qwen3's own does, so
 rows may hold them as text.
 """
@@ -33,13 +34,13 @@ THINKING = [None, {"enable_thinking": True}, {"enable_thinking": False}]
 ROWS = [  # (system, user, assistant)
     (None, "What is 2+2?", "4"),
     (None, "hi", "<think>\nadd them\n</think>\n\n4"),  # </think>: a guard miss
-    (None, "hi", "\n\nleading newlines"),  # lstrip('\n') is not the content: a miss
+    (None, "hi", "\n\nleading newlines"),  # lstrip('\n') is a derived slot: filled, no miss
     (None, "<tool_response>\n21\n</tool_response>", "It is 21."),  # a user turn that is a tool response: a miss
     (None, "<tool_response> only opened", "ok"),  # starts so, does not end so: a miss (startswith differs)
     ("Be brief.", "q", "a <think> alone"),  # <think> without </think>: no guard asks it
     (None, "q\n", "trailing\n"),
 ]
-MISSES = 4
+MISSES = 3
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +55,8 @@ def folder(tmp_path_factory):
 
 
 def expected_miss(system, user: str, assistant: str) -> bool:
-    """What Qwen3's guards say of a single-turn row (a sentinel answers False, and has no newline first)."""
-    return user.startswith("<tool_response>") or "</think>" in assistant or assistant.startswith("\n")
+    """What Qwen3's guards say of a single-turn row (a sentinel answers False to each)."""
+    return user.startswith("<tool_response>") or "</think>" in assistant
 
 
 @pytest.mark.parametrize("kwargs", THINKING)
@@ -120,7 +121,7 @@ def test_a_skipped_guard_is_caught(folder, monkeypatch):
     monkeypatch.setattr(ShapeFrame, "admits", lambda self, contents: True)
     tok, ref = AutoTokenizer.from_file(folder), reference(folder)
     convert = ConverterFactory.create("messages")
-    for _, user, assistant in [r for r in ROWS if expected_miss(*r)][:3]:
+    for _, user, assistant in [r for r in ROWS if expected_miss(*r)][:2]:  # the third renders as the sentinel's
         with pytest.raises(AssertionError, match="differ"):
             check_rows(tok, ref, [v1_row(None, [(user, assistant)])], convert)
         with pytest.raises(AssertionError, match="differ"):

@@ -98,9 +98,10 @@ READING = {
     + CHATML % "m.content",
     "counts words": CHATML % "(m.content ~ ('+' if m.content | wordcount > 1 else ''))",
     "a chain holding in": "{% if '' < m.content in 'abcd' %}{{ '!!' }}{% endif %}" + CHATML % "m.content",
-    # what a guard does not cover: a string answer that is not the content, another content as operand
-    "changes content": CHATML % "m.content.replace(' ', '_')",
+    # what a guard or a derivation does not cover: a string answer that is not one, another content as operand
     "splits content": CHATML % "m.content.split('o')[0]",
+    "changes content by a content": CHATML % "m.content.replace(messages[0].content, '_')",
+    "indexes a derived content": CHATML % "(m.content ~ ('+' if m.content.strip('!')[0] == 'o' else ''))",
     "compares two contents": "{% if m.content == messages[0].content %}{{ '=' }}{% endif %}" + CHATML % "m.content",
     "looks for a content in a content": "{% if messages[0].content in m.content %}{{ '=' }}{% endif %}"
     + CHATML % "m.content",
@@ -122,6 +123,21 @@ GUARDED = {
     "content not in a literal": (
         CHATML % "(m.content ~ ('+' if m.content not in 'abcd' else ''))",
         lambda c: c in "abcd",
+    ),
+}
+# string methods with literal arguments: derived contents, computed per row (a blank result: Jinja)
+DERIVED = {
+    "changes content": (CHATML % "m.content.replace(' ', '_')", lambda c: False),
+    "strips a prefix": (CHATML % "m.content.removeprefix('!go')", lambda c: not c.removeprefix("!go").strip()),
+    "chains derivations": (
+        "{% if m.content.lstrip('!').rstrip().endswith('&') %}{{ '&!' }}{% endif %}"
+        + CHATML % "m.content.lstrip('!').rstrip().replace('o', '0')",
+        lambda c: not c.lstrip("!").strip() or c.lstrip("!").rstrip().endswith("&"),
+    ),
+    "trims by filter": (CHATML % "(m.content | trim | replace('h', 'H'))", lambda c: False),
+    "tests a derived content": (  # a sentinel is never empty: a row whose derived content is blank misses
+        CHATML % "(m.content.removeprefix('!go') or '(none)')",
+        lambda c: not c.removeprefix("!go").strip(),
     ),
 }
 FOOTER = "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
@@ -152,6 +168,21 @@ def test_templates_that_ask_contents_guard_their_frames_and_stay_exact(tmp_path,
     assert reasons["ok"] >= 4, reasons  # "compares content" prefixes an assistant "hi": no exact mask
     missed = sum(asks(q) or asks(a) for q, a in pairs)  # a sentinel answers False to every question
     assert 0 < missed < len(pairs)
+    assert (stats["frame"], stats["jinja"], stats["guard_miss"]) == (len(pairs) - missed, missed, missed), stats
+
+
+@pytest.mark.parametrize("name", sorted(DERIVED))
+def test_templates_that_derive_contents_fill_them_per_row_and_stay_exact(tmp_path, name):
+    template, misses = DERIVED[name]
+    folder = family_folder(
+        "qwen2.5", tmp_path / "t", template="{% for m in messages %}" + template + "{% endfor %}" + FOOTER
+    )
+    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
+    pairs = [("!go", "ok <b>&"), ("hi", ' "x" \n'), ("!!abcd", "hi &  "), ("a", "b"), ("\nq", "r\n\n")]
+    stats: dict = {}
+    reasons = check_rows(tok, ref, [v1_row(None, [p]) for p in pairs], ConverterFactory.create("messages"), stats)
+    assert reasons["ok"] >= 3, reasons  # "chains derivations" writes '&!' before an assistant turn: no exact mask
+    missed = sum(misses(q) or misses(a) for q, a in pairs)
     assert (stats["frame"], stats["jinja"], stats["guard_miss"]) == (len(pairs) - missed, missed, missed), stats
 
 
