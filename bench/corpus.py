@@ -42,7 +42,7 @@ FIXTURE_FILES = (
 DOC_CHARS = 8_000
 MIN_CHARS = 32
 MB = 1 << 20
-SHAPES = ("pt", "sft", "dpo")
+SHAPES = ("pt", "sft", "dpo", "turns")
 FORMAT = 1  # bump when the corpus recipe changes, so old folders are rebuilt
 
 
@@ -160,8 +160,18 @@ def shape_row(shape: str, doc: str) -> dict:
     if shape == "sft":
         i = cut(doc, 1 / 3)
         return {"query": doc[:i], "response": doc[i:]}
-    i, j = cut(doc, 0.2), cut(doc, 0.6)
-    return {"query": doc[:i], "chosen": doc[i:j], "rejected": doc[j:]}
+    if shape == "dpo":
+        i, j = cut(doc, 0.2), cut(doc, 0.6)
+        return {"query": doc[:i], "chosen": doc[i:j], "rejected": doc[j:]}
+    if shape == "turns":  # two user/assistant turns, in LLaMA-Factory v1's messages shape
+        i, j, k = cut(doc, 1 / 6), cut(doc, 1 / 2), cut(doc, 2 / 3)
+        texts = (doc[:i], doc[i:j], doc[j:k], doc[k:])
+        return {"messages": [_message(role, t) for role, t in zip(("user", "assistant") * 2, texts)]}
+    raise ValueError(f"no corpus shape {shape!r}; the shapes are {SHAPES}")
+
+
+def _message(role: str, text: str) -> dict:
+    return {"role": role, "content": [{"type": "text", "value": text}]}
 
 
 class ChunkedJsonl:

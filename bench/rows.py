@@ -96,11 +96,13 @@ def family_tokenizer(work: Path, family: str = "qwen2.5"):
 
 
 def h5pipe_cache(
-    kind: str, pack_size: int = 0, strategy: str | None = None, family: str | None = None
+    kind: str, pack_size: int = 0, strategy: str | None = None, family: str | None = None, shape: str | None = None
 ) -> Callable[[Context], Measured]:
-    """``cache_jsonl`` over every chunk of the ``kind`` corpus, in this process. The GPT-2 rows
-    write chatml's markers as text (GPT-2 has no control tokens for them: ``text_markers``);
-    ``family`` rows use GPT-2 with that family's control tokens and template."""
+    """``cache_jsonl`` with the ``kind`` processor over every chunk of the ``shape`` corpus (by
+    default ``kind``'s), in this process. The GPT-2 rows write chatml's markers as text (GPT-2 has
+    no control tokens for them: ``text_markers``); ``family`` rows use GPT-2 with that family's
+    control tokens and template."""
+    shape = shape or kind
 
     def run(ctx: Context) -> Measured:
         from pipeline_core import ProcessorFactory, StrategyFactory, read_attrs
@@ -114,7 +116,7 @@ def h5pipe_cache(
         processor = ProcessorFactory.create(kind, tok, strategy=made)
         pad = tok.eos_token_id if pack_size else None
         out = ctx.work / "h5"
-        seconds, outputs = timed(lambda: cache_jsonl(str(ctx.folder(kind)), str(out), processor, pack_size, pad))
+        seconds, outputs = timed(lambda: cache_jsonl(str(ctx.folder(shape)), str(out), processor, pack_size, pad))
         attrs = [read_attrs(o) for o in outputs]
         tokens = sum(int(a["tokens_written"]) for a in attrs)
         return Measured(
@@ -297,6 +299,18 @@ TEMPLATE_ROWS = [
     )
     for name, note in TEMPLATE_NOTES.items()
 ]
+CHATML_TURNS = f"{CHATML_QWEN}, 2-turn rows"
+TURNS_ROWS = [
+    Row(
+        f"h5pipe cache sft template {name}, 2-turn rows",
+        "turns",
+        h5pipe_cache("sft", strategy="template", family=name, shape="turns"),
+        CHATML_TURNS,
+        0.5,
+        note="v1 messages rows of two user/assistant turns (the same text as the sft rows)",
+    )
+    for name in TEMPLATE_NOTES
+]
 ROWS: list[Row] = [
     Row(REF_PT, "pt", raw_tokenizers("encode_batch", "pt"), note="reference: batches of 1000 texts"),
     Row("tokenizers encode_batch_fast", "pt", raw_tokenizers("encode_batch_fast", "pt"), REF_PT),
@@ -319,6 +333,13 @@ ROWS: list[Row] = [
     Row("h5pipe cache sft", "sft", h5pipe_cache("sft"), REF_SFT, 3.0, GIGA_SFT),
     Row(CHATML_QWEN, "sft", h5pipe_cache("sft", family="qwen2.5"), REF_SFT, note="GPT-2 + Qwen2.5 control tokens"),
     *TEMPLATE_ROWS,
+    Row(
+        CHATML_TURNS,
+        "turns",
+        h5pipe_cache("sft", family="qwen2.5", shape="turns"),
+        note="the reference of the rows below",
+    ),
+    *TURNS_ROWS,
     Row(REF_DPO, "dpo", raw_tokenizers("encode_batch", "dpo"), note="reference: query, chosen, rejected encoded"),
     Row(GIGA_DPO, "dpo", raw_gigatoken("dpo"), REF_DPO),
     Row("h5pipe cache dpo", "dpo", h5pipe_cache("dpo"), REF_DPO, 3.0, GIGA_DPO),

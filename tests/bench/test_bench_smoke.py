@@ -28,6 +28,9 @@ def test_shapes_split_the_same_document(doc):
     assert shape_row("pt", doc) == {"text": doc}
     assert sft["query"] + sft["response"] == doc
     assert dpo["query"] + dpo["chosen"] + dpo["rejected"] == doc
+    turns = shape_row("turns", doc)["messages"]
+    assert [m["role"] for m in turns] == ["user", "assistant", "user", "assistant"]
+    assert "".join(m["content"][0]["value"] for m in turns) == doc
 
 
 def test_corpus_is_sized_and_reused(tmp_path):
