@@ -13,7 +13,7 @@ from flows.cli import app
 from flows.params import CacheParams
 from pipeline_core import load_h5
 from pipeline_core.errors import ConfigError
-from tests.pipeline_core.chat.families import family_folder, template_text
+from tests.pipeline_core.chat.families import family_folder, reference, template_text
 
 ROWS = [{"query": f"What is {i} + {i}?", "response": f"It is {2 * i}."} for i in range(20)]
 
@@ -60,6 +60,23 @@ def test_a_changed_template_is_refused_then_rebuilt_with_overwrite(tmp_path, chu
     assert after != before
     tok = CacheParams.model_validate(params(folder, chunk, out).model_dump()).build_processor().tokenizer
     assert tok.decode(after).startswith("<|im_start|>system\nYou are a test model.")
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_changed_template_without_trusting_stamps_is_refused_or_rebuilt(tmp_path, chunk, overwrite):
+    folder = family_folder("qwen2.5", tmp_path / "tok")
+    out = tmp_path / "out"
+    untrusted = {"run": {"trust_stamps": False}}
+    cache_flow(params(folder, chunk, out, **untrusted))
+    set_template(folder, template_text("qwen2.5").replace("You are Qwen, created by Alibaba Cloud.", "Be terse."))
+    if not overwrite:
+        with pytest.raises(ConfigError, match="other settings"):
+            cache_flow(params(folder, chunk, out, **untrusted))
+        return
+    assert cache_flow(params(folder, chunk, out, overwrite=True, **untrusted))["cached"] == [False]
+    messages = [{"role": "user", "content": ROWS[0]["query"]}, {"role": "assistant", "content": ROWS[0]["response"]}]
+    expected = reference(folder).apply_chat_template(messages, tokenize=True)["input_ids"]  # the edited template's
+    assert load_h5(str(out / "train_chunk_0.h5"))["sequence"][0].tolist() == list(expected)
 
 
 def test_a_changed_template_into_a_new_folder_is_a_cache_miss(tmp_path, chunk):
