@@ -29,8 +29,16 @@ from tests.pipeline_core.processors.test_messages_helpers import fixture_rows, w
 ROWS = {"alpaca_en_demo.json": 80, "glaive_toolcall_en_demo.json": 80, "v1_sft_demo.jsonl": 120}
 
 
+def raw_reference(row: dict) -> tuple[list[dict], list | None]:
+    """(messages, tools) a transformers user passes for a raw v1 messages row, without our converter."""
+    messages, tools, _ = reference_messages(row["messages"])
+    row_tools = json.loads(row["tools"]) if isinstance(row.get("tools"), str) else row.get("tools")
+    return messages, row_tools or tools
+
+
 def reference_messages(v1: list[dict]) -> tuple[list[dict], list | None, list[int]]:
-    """What a transformers user passes: (messages, tools, v1 index of each message)."""
+    """What a transformers user passes: (messages, tools, v1 index of each message); also reads
+    LLaMA-Factory's raw ``tool_call`` blocks."""
     out, tools, owners = [], None, []
     for i, m in enumerate(v1):
         for b in m["content"]:
@@ -43,7 +51,7 @@ def reference_messages(v1: list[dict]) -> tuple[list[dict], list | None, list[in
         reasoning = [b["value"] for b in m["content"] if b["type"] == "reasoning"]
         if reasoning:
             msg["reasoning_content"] = "".join(reasoning)
-        calls = [json.loads(b["value"]) for b in m["content"] if b["type"] == "tool_calls"]
+        calls = [json.loads(b["value"]) for b in m["content"] if b["type"] in ("tool_calls", "tool_call")]
         if calls:
             msg["tool_calls"] = [c if "function" in c else {"type": "function", "function": c} for c in calls]
         out.append(msg)
@@ -246,6 +254,9 @@ def test_v1_row_with_tools_renders_the_tools_section(folders):
     out = ProcessorFactory.create_with_strategy("sft", tok, strategy).process(row)
     text = tok.decode(out["sequence"].tolist())
     assert "<tools>" in text and "get_weather" in text
+    raw_messages, raw_tools = raw_reference(row)  # the raw row as a transformers user passes it
+    expected = reference(folder).apply_chat_template(raw_messages, tools=raw_tools, tokenize=True)["input_ids"]
+    assert out["sequence"].tolist() == list(expected)
     assert check_rows(tok, reference(folder), [row], ConverterFactory.create("messages"))["ok"] == 1
 
 
