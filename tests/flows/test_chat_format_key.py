@@ -102,6 +102,16 @@ def test_cli_chatml_with_plain_gpt2_exits_2_naming_the_fixes(tmp_path, chunk, gp
     assert not (tmp_path / "o").exists()
 
 
+def test_cli_chatml_with_a_qwen_tokenizer_writes_each_marker_as_one_id(tmp_path, chunk):
+    folder = family_folder("qwen2.5", tmp_path / "tok")
+    args = ["cache", "--input", str(chunk), "--output", str(tmp_path / "o"), "--tokenizer", str(folder)]
+    result = CliRunner().invoke(app, [*args, "--processor", "sft", "--strategy", "chatml"])
+    assert result.exit_code == 0, result.output
+    text = f"<|im_start|>user\n{ROWS[0]['query']}<|im_end|>\n<|im_start|>assistant\n{ROWS[0]['response']}<|im_end|>\n"
+    expected = reference(folder)(text, add_special_tokens=False)["input_ids"]  # <|im_start|> is one id there
+    assert load_h5(str(tmp_path / "o" / "train_chunk_0.h5"))["sequence"][0].tolist() == expected
+
+
 def test_the_docs_qwen3_config_runs_from_the_cli(tmp_path):
     """docs/chat-formats.md's Qwen3 example, on GPT-2 with Qwen3's control tokens and template."""
     import yaml
