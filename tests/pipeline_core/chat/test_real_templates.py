@@ -150,6 +150,11 @@ def check_rows(tok, ref, rows, convert, stats: dict | None = None, **strategy_kw
     return reasons
 
 
+# the refusals, counted: Gemma's and Mistral's templates raise on the 43 rows with a tool turn ('roles must alternate')
+# (check_rows verifies transformers raises on each); every other row of every file is answered
+REFUSED = {(f, "glaive_toolcall_en_demo.json"): {"template_error": 43} for f in ("gemma", "mistral")}
+
+
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict:
     return {name: family_folder(name, tmp_path_factory.mktemp(name.replace(".", "_"))) for name in FAMILY_NAMES}
@@ -162,7 +167,8 @@ def test_real_template_matches_transformers(folders, llamafactory, family, file_
     folder = folders[family]
     stats: dict = {}
     reasons = check_rows(AutoTokenizer.from_file(folder), reference(folder), rows[: ROWS[file_name]], convert, stats)
-    assert reasons["ok"] > 0, reasons
+    refused = REFUSED.get((family, file_name), {})
+    assert reasons == Counter({"ok": ROWS[file_name] - sum(refused.values()), **refused}), reasons
     # the fast path answered: GPT-2-based tokenizers cut every sample by segments, without offsets;
     # frames render every row without tools (Qwen3's through guards: its template asks each content
     # whether it holds </think>), but Phi-3.5 with tools (it rejects the tool role) and Qwen3's tool
