@@ -79,6 +79,27 @@ def test_a_changed_template_without_trusting_stamps_is_refused_or_rebuilt(tmp_pa
     assert load_h5(str(out / "train_chunk_0.h5"))["sequence"][0].tolist() == list(expected)
 
 
+def test_template_kwargs_markers_and_special_tokens_key_the_cache(tmp_path, chunk):
+    from flows.cache_flow import make_job
+    from tasks.keys import digest
+
+    folder = family_folder("qwen2.5", tmp_path / "tok")
+
+    def key(strategy="template", **kw) -> str:
+        chosen = params(folder, chunk, tmp_path / "o", **kw).model_copy(update={"strategy": strategy})
+        return digest(make_job(chosen).settings())
+
+    base, chatml = key(), key("chatml")
+    assert key(strategy_kwargs={"chat_template_kwargs": {"enable_thinking": False}}) != base
+    assert key("chatml", strategy_kwargs={"user_start": "<|im_start|>human\n"}) != chatml
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config_path.write_text(json.dumps({**config, "eos_token": "<|endoftext|>"}), encoding="utf-8")
+    assert key() != base and key("chatml") != chatml  # the tokenizer_config's special tokens
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    assert (key(), key("chatml")) == (base, chatml)  # and nothing else moved them
+
+
 def test_a_changed_template_into_a_new_folder_is_a_cache_miss(tmp_path, chunk):
     folder = family_folder("qwen2.5", tmp_path / "tok")
     cache_flow(params(folder, chunk, tmp_path / "a"))
