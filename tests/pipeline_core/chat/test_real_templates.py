@@ -29,8 +29,16 @@ from tests.pipeline_core.processors.test_messages_helpers import fixture_rows, w
 ROWS = {"alpaca_en_demo.json": 80, "glaive_toolcall_en_demo.json": 80, "v1_sft_demo.jsonl": 120}
 
 
+def raw_reference(row: dict) -> tuple[list[dict], list | None]:
+    """(messages, tools) a transformers user passes for a raw v1 messages row, without our converter."""
+    messages, tools, _ = reference_messages(row["messages"])
+    row_tools = json.loads(row["tools"]) if isinstance(row.get("tools"), str) else row.get("tools")
+    return messages, row_tools or tools
+
+
 def reference_messages(v1: list[dict]) -> tuple[list[dict], list | None, list[int]]:
-    """What a transformers user passes: (messages, tools, v1 index of each message)."""
+    """What a transformers user passes: (messages, tools, v1 index of each message); also reads
+    LLaMA-Factory's raw ``tool_call`` blocks."""
     out, tools, owners = [], None, []
     for i, m in enumerate(v1):
         for b in m["content"]:
@@ -43,7 +51,7 @@ def reference_messages(v1: list[dict]) -> tuple[list[dict], list | None, list[in
         reasoning = [b["value"] for b in m["content"] if b["type"] == "reasoning"]
         if reasoning:
             msg["reasoning_content"] = "".join(reasoning)
-        calls = [json.loads(b["value"]) for b in m["content"] if b["type"] == "tool_calls"]
+        calls = [json.loads(b["value"]) for b in m["content"] if b["type"] in ("tool_calls", "tool_call")]
         if calls:
             msg["tool_calls"] = [c if "function" in c else {"type": "function", "function": c} for c in calls]
         out.append(msg)
@@ -142,6 +150,11 @@ def check_rows(tok, ref, rows, convert, stats: dict | None = None, **strategy_kw
     return reasons
 
 
+# the refusals, counted: Gemma's and Mistral's templates raise on the 43 rows with a tool turn ('roles must alternate')
+# (check_rows verifies transformers raises on each); every other row of every file is answered
+REFUSED = {(f, "glaive_toolcall_en_demo.json"): {"template_error": 43} for f in ("gemma", "mistral")}
+
+
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict:
     return {name: family_folder(name, tmp_path_factory.mktemp(name.replace(".", "_"))) for name in FAMILY_NAMES}
@@ -154,7 +167,8 @@ def test_real_template_matches_transformers(folders, llamafactory, family, file_
     folder = folders[family]
     stats: dict = {}
     reasons = check_rows(AutoTokenizer.from_file(folder), reference(folder), rows[: ROWS[file_name]], convert, stats)
-    assert reasons["ok"] > 0, reasons
+    refused = REFUSED.get((family, file_name), {})
+    assert reasons == Counter({"ok": ROWS[file_name] - sum(refused.values()), **refused}), reasons
     # the fast path answered: GPT-2-based tokenizers cut every sample by segments, without offsets;
     # frames render every row without tools (Qwen3's through guards: its template asks each content
     # whether it holds </think>), but Phi-3.5 with tools (it rejects the tool role) and Qwen3's tool
@@ -199,7 +213,7 @@ def test_multi_turn_reasoning_and_tools(folders, family):
     reasons = check_rows(
         AutoTokenizer.from_file(folder), reference(folder), reasoning_rows(), ConverterFactory.create("messages")
     )
-    assert reasons["ok"] >= 2, reasons
+    assert reasons == Counter({"ok": 3}), reasons  # every conversation answered, none refused
 
 
 def test_qwen3_enable_thinking_is_passed_and_recorded(folders):
@@ -246,6 +260,9 @@ def test_v1_row_with_tools_renders_the_tools_section(folders):
     out = ProcessorFactory.create_with_strategy("sft", tok, strategy).process(row)
     text = tok.decode(out["sequence"].tolist())
     assert "<tools>" in text and "get_weather" in text
+    raw_messages, raw_tools = raw_reference(row)  # the raw row as a transformers user passes it
+    expected = reference(folder).apply_chat_template(raw_messages, tools=raw_tools, tokenize=True)["input_ids"]
+    assert out["sequence"].tolist() == list(expected)
     assert check_rows(tok, reference(folder), [row], ConverterFactory.create("messages"))["ok"] == 1
 
 
@@ -272,64 +289,3 @@ def test_per_turn_gives_one_sample_per_trained_turn(folders, family):
     for j, (_, ids, mask) in enumerate(expected):
         assert batch.samples["sequence"][j].tolist() == ids
         assert batch.samples["loss_mask"][j].tolist() == mask.tolist()
-
-
-GENERATION_TEMPLATE = (
-    "{% for m in messages %}{% if m.role == 'assistant' %}{{ '<|im_start|>assistant\n' }}"
-    "{% generation %}{{ m.content }}{% for c in m.tool_calls or [] %}"
-    "{{ ('\n' if m.content or not loop.first else '') + '<tool_call>\n' + c.function | tojson + '\n</tool_call>' }}"
-    "{% endfor %}"
-    "{{ '<|im_end|>\n' }}{% endgeneration %}"
-    "{% else %}{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
-
-@pytest.mark.parametrize("file_name", ["glaive_toolcall_en_demo.json", "v1_sft_demo.jsonl"])
-def test_generation_mask_equals_transformers_assistant_mask(tmp_path, llamafactory, file_name):
-    folder = family_folder("qwen2.5", tmp_path / "gen", template=GENERATION_TEMPLATE)
-    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
-    rows, convert = fixture_rows(llamafactory, file_name)
-    rows = rows[:80]
-    strategy = StrategyFactory.create("template", tok)
-    processor = ProcessorFactory.create_with_strategy("sft", tok, strategy, converter=convert, train_tool_calls=True)
-    batch = processor.process_batch(rows)
-    assert not batch.errors
-    compared = 0
-    for j, i in enumerate(batch.rows.tolist()):
-        messages, tools, _ = reference_messages(convert(rows[i])["messages"])
-        out = ref.apply_chat_template(
-            messages, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-        )
-        assert batch.samples["sequence"][j].tolist() == list(out["input_ids"])
-        # train_tool_calls=True: every assistant turn trains, as every generation block is marked
-        if all(m["loss_weight"] > 0 for m in convert(rows[i])["messages"] if m["role"] == "assistant"):
-            assert batch.samples["loss_mask"][j].astype(int).tolist() == list(out["assistant_masks"])
-            compared += 1
-    assert compared == len(rows)
-
-
-@pytest.mark.parametrize("file_name", ["dpo_en_demo.json", "v1_dpo_demo.jsonl"])
-@pytest.mark.parametrize("family", FAMILY_NAMES)
-def test_real_template_dpo_pairs_match_transformers(folders, llamafactory, family, file_name):
-    rows, convert = fixture_rows(llamafactory, file_name)
-    rows = rows[:40]
-    folder = folders[family]
-    tok, ref = AutoTokenizer.from_file(folder), reference(folder)
-    strategy = StrategyFactory.create("template", tok)
-    batch = ProcessorFactory.create_with_strategy("dpo", tok, strategy, converter=convert).process_batch(rows)
-    errors = dict(batch.errors)
-    kept = iter(range(batch.n_samples))
-    for i, row in enumerate(rows):
-        pair = convert(row)
-        sides = {side: Reference(ref, pair[f"{side}_messages"], train_on="last") for side in ("chosen", "rejected")}
-        if i in errors:
-            assert errors[i].reason == "template_error" and any(r.raises() for r in sides.values()), errors[i]
-            continue
-        j = next(kept)
-        for side, expect in sides.items():
-            ids, mask, straddles = expect.expected()
-            assert not straddles
-            assert batch.samples[side][j].tolist() == ids
-            assert batch.samples[f"{side}_mask"][j].tolist() == mask.tolist()
-    assert batch.n_samples > 0 or family == "gemma"  # every v1 dpo row has a system message

@@ -1,4 +1,5 @@
-"""Which template renders a row, as transformers chooses it: chat_template.jinja, named templates."""
+"""Which template renders a row, as transformers chooses it: chat_template.jinja, named templates; and
+the message aliases it applies (reasoning read as `thinking`)."""
 
 import json
 
@@ -62,3 +63,30 @@ def test_chat_template_jinja_beside_the_config_wins(tmp_path):
     tok = AutoTokenizer.from_file(folder)
     assert tok.chat_template == DEFAULT
     assert ids_of(tok, row(False)) == reference_ids(folder, False)
+
+
+THINKING = (  # a gpt-oss-style template: it reads a message's reasoning as `thinking`
+    "{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' }}"
+    "{% if m.thinking %}{{ '<think>' + m.thinking + '</think>' }}{% endif %}{{ m.content + '<|im_end|>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def test_reasoning_reaches_a_template_reading_thinking_as_in_transformers(tmp_path):
+    from collections import Counter
+
+    from pipeline_core.converters import ConverterFactory
+    from tests.pipeline_core.chat.test_real_templates import check_rows
+
+    folder = family_folder("qwen3", tmp_path / "thinking", template=THINKING)
+    rows = [
+        {"messages": [{"role": "user", "content": [{"type": "text", "value": "2+2?"}]},
+                      {"role": "assistant", "content": [{"type": "reasoning", "value": "Two and two."},
+                                                        {"type": "text", "value": "4"}]}]},
+        {"messages": [{"role": "user", "content": [{"type": "text", "value": "3+3?"}]},
+                      {"role": "assistant", "content": [{"type": "text", "value": "6"}],
+                       "reasoning_content": "Three and three."}]},
+    ]  # fmt: skip
+    tok = AutoTokenizer.from_file(folder)
+    assert check_rows(tok, reference(folder), rows, ConverterFactory.create("messages")) == Counter({"ok": 2})
+    assert "<think>Three and three.</think>6" in tok.decode(ids_of(tok, rows[1]))

@@ -46,16 +46,27 @@ def test_tool_call_blocks_of_llamafactory_v1_and_openai_tool_calls():
     assert out[2]["content"] == [{"type": "reasoning", "value": "two and two"}, text("4")]
 
 
-@pytest.mark.parametrize(
-    "message, reason",
-    [
-        ({"role": "assistant", "content": [], "function_call": CALL}, "uncarried_field"),
-        ({"role": "tool", "content": [text("21")], "tool_call_id": "c1"}, "uncarried_field"),
-        ({"role": "user", "content": [text("q")], "tool_calls": [CALL]}, "invalid_tool_call"),
-        ({"role": "assistant", "content": [{"type": "tool_call", "value": "not json"}]}, "invalid_json"),
-    ],
-)
+UNCARRIED = [
+    ({"role": "assistant", "content": [], "function_call": CALL}, "uncarried_field"),
+    ({"role": "tool", "content": [text("21")], "tool_call_id": "c1"}, "uncarried_field"),
+    ({"role": "user", "content": [text("q")], "tool_calls": [CALL]}, "invalid_tool_call"),
+    ({"role": "assistant", "content": [{"type": "tool_call", "value": "not json"}]}, "invalid_json"),
+]
+
+
+@pytest.mark.parametrize("message, reason", UNCARRIED)
 def test_content_that_cannot_be_carried_is_a_counted_row_error(message, reason):
     with pytest.raises(RowError) as e:
         convert({"messages": [message]})
     assert e.value.reason == reason
+
+
+def test_a_batch_skips_and_counts_the_rows_it_cannot_carry(trained):
+    from pipeline_core import ProcessorFactory
+
+    user = {"role": "user", "content": [text("Weather?")]}
+    good = {"messages": [user, {"role": "assistant", "content": [text("Sunny.")]}]}
+    rows = [good, *({"messages": [user, m]} for m, _ in UNCARRIED)]
+    batch = ProcessorFactory.create("sft", trained, converter="messages").process_batch(rows)
+    assert batch.n_samples == 1 and batch.rows.tolist() == [0]
+    assert [(i, e.reason) for i, e in batch.errors] == [(i + 1, r) for i, (_, r) in enumerate(UNCARRIED)]
