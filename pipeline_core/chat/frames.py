@@ -23,8 +23,11 @@ A frame is used only when, for every one of those renders,
   character remains;
 - a second render with a different sentinel set gives the same literals, slots, guards and
   derivations;
-- each assistant turn's prefix renders extend each other and the whole render (the template does
-  not rewrite history: those rows keep the Jinja path, with its ``rewritten`` handling).
+- when each assistant turn's prefix renders extend each other and the whole render, a row's spans
+  come from the contents' lengths alone (``render``). When they do not for every filling (the
+  template rewrites history, as Qwen3 drops earlier turns' reasoning), the frame ``rewrites``:
+  ``texts`` fills every render, and the strategy decides on those texts exactly as on Jinja's
+  (chat/template.py: the same prefix test, then the ``rewritten`` handling).
 
 A row is filled into its shape's frame only when its contents and derived contents pass every
 guard of every render (``ShapeFrame.admits``: e.g. Qwen3's ``'</think>' in content`` is False); a
@@ -83,6 +86,7 @@ class ShapeFrame:
     turns: tuple[tuple[Frame, Frame, int], ...]  # (before, through, message index) per assistant turn
     derived: tuple[Derivation, ...] = ()  # slot n + i is derived[i] of an earlier slot (n: the shape's messages)
     guards: tuple[Guard, ...] = ()  # every render's guards: a row failing one is not this frame's
+    rewrites: bool = False  # some turn's renders do not extend the next for every filling: use texts()
 
     def contents(self, row: list[str]) -> list[str]:
         """The row's contents, then each derived content computed as Jinja computes it (by slot)."""
@@ -95,8 +99,17 @@ class ShapeFrame:
         """Whether the contents (``contents(row)``) answer every guard as the sentinels did."""
         return all(guard.holds(contents) for guard in self.guards)
 
+    def texts(self, row: list[str]) -> tuple[str, list[tuple[str, str, int]]] | None:
+        """The row's whole text and, per assistant turn, its (before, through, message index) texts:
+        what Jinja renders for the row; None when it fails a guard."""
+        contents = self.contents(row) if self.derived else row
+        if self.guards and not self.admits(contents):
+            return None
+        return self.whole.fill(contents), [(b.fill(contents), t.fill(contents), k) for b, t, k in self.turns]
+
     def render(self, row: list[str]) -> tuple[str, list[Span]] | None:
-        """The row's text and spans, or None when it fails a guard (Jinja renders it)."""
+        """The row's text and spans, or None when it fails a guard (Jinja renders it); for a frame
+        that does not rewrite history (else ``texts``)."""
         contents = self.contents(row) if self.derived else row
         if self.guards and not self.admits(contents):
             return None
@@ -117,19 +130,24 @@ def shape_of(messages: list[dict], tools) -> Shape | None:
 
 
 def compile_frame(template: str, shape: Shape, variables: dict) -> ShapeFrame | None:
-    """The shape's frame, or None when a render reads contents, transforms them or rewrites history."""
+    """The shape's frame, or None when a render reads contents or transforms them."""
     renders = [_frames(template, shape, variables, body) for body in BODIES]
     if renders[0] is None or renders[0] != renders[1]:
         return None
     whole, turns, derived = renders[0]
+    frames = (whole, *(f for t in turns for f in t[:2]))
+    guards = tuple(dict.fromkeys(guard for frame in frames for guard in frame.guards))
+    return ShapeFrame(whole, tuple(turns), derived, guards, rewrites=not _extending(whole, turns))
+
+
+def _extending(whole: Frame, turns: list[tuple[Frame, Frame, int]]) -> bool:
+    """Each turn's renders extend each other and the whole one, in order, for every filling."""
     end = 0
     for before, through, _ in turns:
         if not (_extends(through, before) and _extends(whole, through)) or _chars(before) < end:
-            return None
+            return False
         end = _chars(through)
-    frames = (whole, *(f for t in turns for f in t[:2]))
-    guards = tuple(dict.fromkeys(guard for frame in frames for guard in frame.guards))
-    return ShapeFrame(whole, tuple(turns), derived, guards)
+    return True
 
 
 class _Sentinels:

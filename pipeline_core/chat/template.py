@@ -148,10 +148,10 @@ class TemplateStrategy(PromptStrategy):
         self._check_specials(messages)
         conversation = template_conversation(messages)
         template = self._template_for(conversation)
-        framed = self._from_frame(template, conversation)
+        framed = self._from_frame(template, conversation, per_turn)
         self.fast_path["frame" if framed is not None else "jinja"] += 1
         if framed is not None:
-            return [framed], conversation.owners
+            return framed, conversation.owners
         return self.jinja_texts(template, conversation, per_turn), conversation.owners
 
     def jinja_texts(
@@ -162,19 +162,28 @@ class TemplateStrategy(PromptStrategy):
             return [self._generation_spans(template, conversation)]
         return self._prefix_spans(template, conversation, per_turn)
 
-    def _from_frame(self, template: str, conversation: TemplateConversation) -> tuple[str, list[Span]] | None:
-        """The row's text and spans filled into its shape's frame (chat/frames.py), or None: Jinja renders it."""
+    def _from_frame(
+        self, template: str, conversation: TemplateConversation, per_turn: bool
+    ) -> list[tuple[str, list[Span]]] | None:
+        """The row's samples filled into its shape's frame (chat/frames.py), or None: Jinja renders it."""
         shape = shape_of(conversation.messages, conversation.tools)
-        frame = None if shape is None else self.frame_for(template, shape)
+        frame = None if shape is None else self.frame_for(template, shape, rewrites=True)
         if frame is None:
             return None
-        rendered = frame.render([m["content"] for m in conversation.messages])
+        row = [m["content"] for m in conversation.messages]
+        if frame.rewrites:
+            texts = frame.texts(row)
+            rendered = None if texts is None else self._samples_of(conversation, *texts, per_turn)
+        else:
+            one = frame.render(row)
+            rendered = None if one is None else [one]
         if rendered is None:
             self.fast_path["guard_miss"] += 1
         return rendered
 
-    def frame_for(self, template: str, shape: Shape) -> ShapeFrame | None:
-        """The shape's frame (compiled on first use), or None: its rows are rendered by Jinja."""
+    def frame_for(self, template: str, shape: Shape, rewrites: bool = False) -> ShapeFrame | None:
+        """The shape's frame (compiled on first use), or None: its rows are rendered by Jinja. A frame
+        of a template that rewrites this shape's history only with ``rewrites`` (its ``texts``)."""
         if template not in self._framed or self.trained_roles != {"assistant"}:
             return None
         key = (template, shape)
@@ -182,7 +191,20 @@ class TemplateStrategy(PromptStrategy):
             if len(self._frames) >= MAX_SHAPES:
                 return None
             self._frames[key] = compile_frame(template, shape, self._variables)
-        return self._frames[key]
+        frame = self._frames[key]
+        return frame if frame is None or rewrites or not frame.rewrites else None
+
+    def _samples_of(
+        self, conversation: TemplateConversation, whole: str, turns: list[tuple[str, str, int]], per_turn: bool
+    ) -> list[tuple[str, list[Span]]]:
+        """_prefix_spans' decision on texts filled into a frame (trained roles: assistant only)."""
+        end, by_turn = 0, {k: (before, through) for before, through, k in turns}
+        for before, through, k in turns:
+            if not (through.startswith(before) and whole.startswith(through)) or len(before) < end:
+                turn = lambda j: self._checked(conversation, j, *by_turn[j])  # noqa: E731
+                return self._rewritten(conversation, conversation.owners[k], per_turn, turn)
+            end = len(through)
+        return [(whole, [(len(before), len(through), k) for before, through, k in turns])]
 
     @property
     def special_token_search(self):
@@ -270,7 +292,8 @@ class TemplateStrategy(PromptStrategy):
             through = self._render(template, conversation, chat[: k + 1], False)
             exact = through.startswith(before) and full.startswith(through)
             if not exact or len(before) < end:
-                return self._rewritten(template, conversation, conversation.owners[k], per_turn)
+                turn = lambda j: self._turn(template, conversation, j)  # noqa: E731
+                return self._rewritten(conversation, conversation.owners[k], per_turn, turn)
             spans.append((len(before), len(through), k))
         return [(full, spans)]
 
@@ -294,6 +317,9 @@ class TemplateStrategy(PromptStrategy):
         chat = conversation.messages
         before = self._render(template, conversation, chat[:k], True)
         through = self._render(template, conversation, chat[: k + 1], False)
+        return self._checked(conversation, k, before, through)
+
+    def _checked(self, conversation: TemplateConversation, k: int, before: str, through: str) -> tuple[str, str]:
         if not through.startswith(before):
             raise mask_error(
                 "rendering messages[:i] with add_generation_prompt=True is not a prefix of rendering "
@@ -303,11 +329,12 @@ class TemplateStrategy(PromptStrategy):
         return before, through
 
     def _rewritten(
-        self, template: str, conversation: TemplateConversation, owner: int, per_turn: bool
+        self, conversation: TemplateConversation, owner: int, per_turn: bool, turn
     ) -> list[tuple[str, list[Span]]]:
         """A row whose template rewrites history: the render through its last assistant turn
         (or through each one, ``per_turn``), that turn alone a span. ``owner``: the v1 message
-        whose turn has no exact answer inside the whole render."""
+        whose turn has no exact answer inside the whole render; ``turn(k)``: turn k's (before,
+        through) renders, checked (_turn, or the frame's texts)."""
         if self.rewritten == "refuse" or self.trained_roles != {"assistant"}:
             raise mask_error(
                 f"the template rewrites history: message {owner} has no exact answer inside the whole "
@@ -317,7 +344,7 @@ class TemplateStrategy(PromptStrategy):
         turns = [k for k, m in enumerate(conversation.messages) if m["role"] == "assistant"]
         samples = []
         for k in turns if per_turn else turns[-1:]:
-            before, through = self._turn(template, conversation, k)
+            before, through = turn(k)
             samples.append((through, [(len(before), len(through), k)]))
         return samples
 
