@@ -16,13 +16,10 @@ Spans, per row:
 - ``{% generation %}`` blocks when the template has them: one per assistant message, or a single
   one inside the last assistant message (a last-turn-only template: earlier turns are not
   trained, as transformers' ``return_assistant_tokens_mask`` leaves them out);
-- otherwise prefix rendering. For assistant message ``k``::
-
-      before  = render(messages[:k], add_generation_prompt=True)
-      through = render(messages[:k + 1])
-      span    = [len(before), len(through))        when through.startswith(before)
-
-  When every turn's ``through`` is also a prefix of the whole render, the row is the whole
+- otherwise prefix rendering (chat/template_spans.py): assistant message ``k``'s span runs from the
+  end of ``render(messages[:k], add_generation_prompt=True)`` to the end of ``render(messages[:k+1])``,
+  when the first is a prefix of the second. When every turn's ``through`` (the second) is also a
+  prefix of the whole render, the row is the whole
   conversation with every assistant turn a span. When one is not, the template rewrites history
   (Qwen3 drops earlier reasoning, Phi-3.5 writes eos only at the very end): no earlier turn has an
   exact answer inside the whole render, so with ``rewritten="last"`` (the default) the row is
@@ -54,13 +51,14 @@ from typing import Literal
 from pipeline_core.chat.frames import MAX_SHAPES, Shape, ShapeFrame, compile_frame, shape_of
 from pipeline_core.chat.messages import TemplateConversation, template_conversation, texts_of
 from pipeline_core.chat.pieces import Piece
-from pipeline_core.chat.span_cuts import Span, cut_samples, mask_error
-from pipeline_core.chat.strategies import PromptStrategy, StrategyFactory
+from pipeline_core.chat.prompt import PromptStrategy
+from pipeline_core.chat.registry import StrategyFactory
+from pipeline_core.chat.span_cuts import Span, cut_samples
 from pipeline_core.chat.template_choice import checked_kwargs, chosen_templates
+from pipeline_core.chat.template_spans import TemplateSpans
 from pipeline_core.converters.sample import Message, text_message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.tokenizer.auto import AutoTokenizer
-from pipeline_core.tokenizer.chat_template import render_chat_template, render_with_generation_spans
 from pipeline_core.tokenizer.segments import MarkupSegments
 
 GENERATION_TAG = re.compile(r"{%-?\s*generation\s*-?%}")
@@ -71,7 +69,7 @@ Rendering = tuple[list[tuple[str, list[Span]]], list[int]]  # (each sample's tex
 
 
 @StrategyFactory.register("template")
-class TemplateStrategy(PromptStrategy):
+class TemplateStrategy(TemplateSpans, PromptStrategy):
     """The tokenizer's own Jinja chat template, with ids equal to ``apply_chat_template`` and an exact mask.
 
     How the assistant spans are found, and when a template or a row is refused, is described at
@@ -194,18 +192,6 @@ class TemplateStrategy(PromptStrategy):
         frame = self._frames[key]
         return frame if frame is None or rewrites or not frame.rewrites else None
 
-    def _samples_of(
-        self, conversation: TemplateConversation, whole: str, turns: list[tuple[str, str, int]], per_turn: bool
-    ) -> list[tuple[str, list[Span]]]:
-        """_prefix_spans' decision on texts filled into a frame (trained roles: assistant only)."""
-        end, by_turn = 0, {k: (before, through) for before, through, k in turns}
-        for before, through, k in turns:
-            if not (through.startswith(before) and whole.startswith(through)) or len(before) < end:
-                turn = lambda j: self._checked(conversation, j, *by_turn[j])  # noqa: E731
-                return self._rewritten(conversation, conversation.owners[k], per_turn, turn)
-            end = len(through)
-        return [(whole, [(len(before), len(through), k) for before, through, k in turns])]
-
     @property
     def special_token_search(self):
         """``text -> match or None``: where a special token string is in ``text`` (check_texts says the error)."""
@@ -274,114 +260,7 @@ class TemplateStrategy(PromptStrategy):
             return self.templates["tool_use"]
         return self.template
 
-    # ---- spans ---------------------------------------------------------------------------
-    def _prefix_spans(
-        self, template: str, conversation: TemplateConversation, per_turn: bool
-    ) -> list[tuple[str, list[Span]]]:
-        chat = conversation.messages
-        full = self._render(template, conversation, chat, False)
-        spans: list[Span] = []
-        for k, message in enumerate(chat):
-            if message["role"] not in self.trained_roles:
-                continue
-            end = spans[-1][1] if spans else 0
-            if message["role"] != "assistant":
-                spans.append(self._other_span(template, conversation, k, full, end))
-                continue
-            before = self._render(template, conversation, chat[:k], True)
-            through = self._render(template, conversation, chat[: k + 1], False)
-            exact = through.startswith(before) and full.startswith(through)
-            if not exact or len(before) < end:
-                turn = lambda j: self._turn(template, conversation, j)  # noqa: E731
-                return self._rewritten(conversation, conversation.owners[k], per_turn, turn)
-            spans.append((len(before), len(through), k))
-        return [(full, spans)]
-
-    def _other_span(self, template: str, conversation: TemplateConversation, k: int, full: str, after: int) -> Span:
-        """A trained non-assistant turn: from its text, as written in the render of messages[:k+1], to that
-        render's end (its end tokens); the render must be a prefix of the whole one."""
-        through = self._render(template, conversation, conversation.messages[: k + 1], False)
-        content = conversation.messages[k]["content"]
-        start = through.rfind(content, after) if content else -1
-        if start < 0 or not full.startswith(through):
-            raise mask_error(
-                f"message {conversation.owners[k]} ({conversation.messages[k]['role']}) is not written as "
-                "its text, or renders differently alone than inside the whole conversation",
-                conversation.owners[k],
-            )
-        return (start, len(through), k)
-
-    def _turn(self, template: str, conversation: TemplateConversation, k: int) -> tuple[str, str]:
-        """(render of messages[:k] with the generation prompt, render of messages[:k+1]); the first
-        must be a prefix of the second, else turn k has no exact answer."""
-        chat = conversation.messages
-        before = self._render(template, conversation, chat[:k], True)
-        through = self._render(template, conversation, chat[: k + 1], False)
-        return self._checked(conversation, k, before, through)
-
-    def _checked(self, conversation: TemplateConversation, k: int, before: str, through: str) -> tuple[str, str]:
-        if not through.startswith(before):
-            raise mask_error(
-                "rendering messages[:i] with add_generation_prompt=True is not a prefix of rendering "
-                f"messages[:i+1] at message {conversation.owners[k]}",
-                conversation.owners[k],
-            )
-        return before, through
-
-    def _rewritten(
-        self, conversation: TemplateConversation, owner: int, per_turn: bool, turn
-    ) -> list[tuple[str, list[Span]]]:
-        """A row whose template rewrites history: the render through its last assistant turn
-        (or through each one, ``per_turn``), that turn alone a span. ``owner``: the v1 message
-        whose turn has no exact answer inside the whole render; ``turn(k)``: turn k's (before,
-        through) renders, checked (_turn, or the frame's texts)."""
-        if self.rewritten == "refuse" or self.trained_roles != {"assistant"}:
-            raise mask_error(
-                f"the template rewrites history: message {owner} has no exact answer inside the whole "
-                "conversation; rewritten='last' trains the last turn on the render up to it",
-                owner,
-            )
-        turns = [k for k, m in enumerate(conversation.messages) if m["role"] == "assistant"]
-        samples = []
-        for k in turns if per_turn else turns[-1:]:
-            before, through = turn(k)
-            samples.append((through, [(len(before), len(through), k)]))
-        return samples
-
-    def _generation_spans(self, template: str, conversation: TemplateConversation) -> tuple[str, list[Span]]:
-        try:
-            text, spans = render_with_generation_spans(
-                template, conversation.messages, conversation.tools, **self._variables
-            )
-        except ValueError as e:
-            raise mask_error(str(e), None) from None
-        assistants = [k for k, m in enumerate(conversation.messages) if m["role"] == "assistant"]
-        if len(spans) == len(assistants):
-            return text, [(start, end, k) for (start, end), k in zip(spans, assistants)]
-        if len(spans) == 1 and self._inside_last(template, conversation, assistants, spans[0]):
-            return text, [(*spans[0], assistants[-1])]
-        raise mask_error(
-            f"its {{% generation %}} blocks produced {len(spans)} span(s) for {len(assistants)} assistant "
-            "message(s); every assistant message needs exactly one, or only the last one has one",
-            None,
-        )
-
-    def _inside_last(self, template, conversation, assistants: list[int], span: tuple[int, int]) -> bool:
-        """The one generation span lies after everything before the last assistant message."""
-        if not assistants:
-            return False
-        chat = conversation.messages[: assistants[-1]]
-        return span[0] >= len(self._render(template, conversation, chat, True))
-
     # ---- rendering -----------------------------------------------------------------------
-    def _render(
-        self, template: str, conversation: TemplateConversation, messages: list[dict], generation_prompt: bool
-    ) -> str:
-        try:
-            return render_chat_template(template, messages, generation_prompt, conversation.tools, **self._variables)
-        except Exception as e:  # the template is user code: any failure is this row's problem
-            raise RowError("template_error", f"the chat template failed on this row: {type(e).__name__}: {e}") from None
-
     def _check_specials(self, messages: list[Message]) -> None:
         for i, message in enumerate(messages):
             self.check_texts(texts_of(message), i)
