@@ -99,19 +99,22 @@ class ShapeFrame:
         """Whether the contents (``contents(row)``) answer every guard as the sentinels did."""
         return all(guard.holds(contents) for guard in self.guards)
 
+    def admitted(self, row: list[str]) -> list[str] | None:
+        """The row's contents with the derived ones, or None when they fail a guard (Jinja renders it)."""
+        contents = self.contents(row) if self.derived else row
+        return None if self.guards and not self.admits(contents) else contents
+
     def texts(self, row: list[str]) -> tuple[str, list[tuple[str, str, int]]] | None:
         """The row's whole text and, per assistant turn, its (before, through, message index) texts:
         what Jinja renders for the row; None when it fails a guard."""
-        contents = self.contents(row) if self.derived else row
-        if self.guards and not self.admits(contents):
+        if (contents := self.admitted(row)) is None:
             return None
         return self.whole.fill(contents), [(b.fill(contents), t.fill(contents), k) for b, t, k in self.turns]
 
     def render(self, row: list[str]) -> tuple[str, list[Span]] | None:
         """The row's text and spans, or None when it fails a guard (Jinja renders it); for a frame
         that does not rewrite history (else ``texts``)."""
-        contents = self.contents(row) if self.derived else row
-        if self.guards and not self.admits(contents):
+        if (contents := self.admitted(row)) is None:
             return None
         lengths = list(map(len, contents))
         spans = [(before.length(lengths), through.length(lengths), k) for before, through, k in self.turns]

@@ -50,8 +50,7 @@ class TemplateSpans:
                 continue
             before = self._render(template, conversation, chat[:k], True)
             through = self._render(template, conversation, chat[: k + 1], False)
-            exact = through.startswith(before) and full.startswith(through)
-            if not exact or len(before) < end:
+            if not exact_turn(before, through, full, end):
                 turn = lambda j: self._turn(template, conversation, j)  # noqa: E731
                 return self._rewritten(conversation, conversation.owners[k], per_turn, turn)
             spans.append((len(before), len(through), k))
@@ -139,8 +138,14 @@ class TemplateSpans:
         """_prefix_spans' decision on texts filled into a frame (trained roles: assistant only)."""
         end, by_turn = 0, {k: (before, through) for before, through, k in turns}
         for before, through, k in turns:
-            if not (through.startswith(before) and whole.startswith(through)) or len(before) < end:
+            if not exact_turn(before, through, whole, end):
                 turn = lambda j: self._checked(conversation, j, *by_turn[j])  # noqa: E731
                 return self._rewritten(conversation, conversation.owners[k], per_turn, turn)
             end = len(through)
         return [(whole, [(len(before), len(through), k) for before, through, k in turns])]
+
+
+def exact_turn(before: str, through: str, whole: str, end: int) -> bool:
+    """A turn's span [len(before), len(through)) is exact inside the whole render: each render is a
+    prefix of the next, and the span starts after the previous one's ``end``."""
+    return through.startswith(before) and whole.startswith(through) and len(before) >= end
