@@ -33,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.corpus import GPT2, GPT2_EOS, CorpusSpec, build  # noqa: E402
+from bench.corpus import GPT2, GPT2_EOS, CorpusSpec, build, read_column  # noqa: E402
+from bench.measure import Context  # noqa: E402
 from pipeline_core.tokenizer.gigatoken import DEFAULT_RESET_EVERY_CHARS  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
@@ -46,13 +47,7 @@ def cpu_seconds() -> float:
 
 
 def texts_of(files: list[Path]) -> list[str]:
-    import orjson
-
-    texts = []
-    for path in files:
-        with open(path, "rb") as f:
-            texts.extend(orjson.loads(line)["text"] for line in f)
-    return texts
+    return read_column(files, ("text",))  # what bench/rows.py's raw rows read
 
 
 def part_parse(files: list[Path]) -> dict:
@@ -143,7 +138,7 @@ def report(result: dict) -> str:
 
 def part_main(argv: list[str]) -> None:
     kind, folder = argv[0], Path(argv[1])
-    files = sorted(folder.glob("*.jsonl"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+    files = Context(corpus=folder.parent, work=folder.parent).files(folder.name)  # in chunk order (no work written)
     if kind == "parse":
         out = part_parse(files)
     elif kind == "gigatoken":
