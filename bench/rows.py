@@ -143,7 +143,8 @@ def start_prefect() -> None:
     warmup()
 
 
-def cache_params(inputs: Path, output: Path, pack_size: int, task_runner: str = "threads"):
+def cache_params(inputs: Path, output: Path, pack_size: int, task_runner: str = "threads", **run):
+    """The cache flow's parameters for these rows; ``run``: further RunOptions (e.g. dask_workers)."""
     from flows.params import CacheParams, RunOptions, TokenizerParams
 
     return CacheParams(
@@ -153,7 +154,7 @@ def cache_params(inputs: Path, output: Path, pack_size: int, task_runner: str = 
         processor="pt",
         pack_size=pack_size,
         pad_value=gpt2_eos_id() if pack_size else None,  # GPT-2 has no pad token: pad with eos
-        run=RunOptions(max_workers=2, task_runner=task_runner),
+        run=RunOptions(max_workers=2, task_runner=task_runner, **run),
     )
 
 
@@ -166,14 +167,15 @@ def cache_runner() -> Callable:
     return functools.partial(run_flow, "cache")
 
 
-def flow_pt_packed(task_runner: str = "threads") -> Callable[[Context], Measured]:
-    """The cache flow on the pt corpus, packed, 2 workers of ``task_runner``. Worker processes
-    (processes, a local Dask cluster) start inside the timed run, as they do for a user."""
+def flow_pt_packed(task_runner: str = "threads", **options) -> Callable[[Context], Measured]:
+    """The cache flow on the pt corpus, packed, 2 workers of ``task_runner`` (``options``: further
+    RunOptions). Worker processes and a local Dask cluster start inside the timed run, as they do
+    for a user."""
 
     def run(ctx: Context) -> Measured:
         cache = cache_runner()
         start_prefect()
-        params = cache_params(ctx.folder("pt"), ctx.work / "h5", PACK, task_runner)
+        params = cache_params(ctx.folder("pt"), ctx.work / "h5", PACK, task_runner, **options)
         seconds, result = timed(lambda: cache(params))
         summary = result["summary"]
         detail = {"chunks": summary["chunks"], "flow_seconds": summary["seconds"], "task_runner": task_runner}
@@ -325,7 +327,15 @@ ROWS: list[Row] = [
         flow_pt_packed("dask"),
         FLOW_PT,
         needs="prefect_dask",
-        note="ratio = threads time / this",
+        note="ratio = threads time / this; the default local cluster, one in-process worker of 2 threads",
+    ),
+    Row(
+        f"{FLOW_PT}, dask worker processes",
+        "pt",
+        flow_pt_packed("dask", dask_workers="processes"),
+        FLOW_PT,
+        needs="prefect_dask",
+        note="ratio = threads time / this; a local cluster of 2 worker processes (dask_workers: processes)",
     ),
     Row(FLOW_SMALL, "pt", flow_small_job, note="the target row's per-run cost", runs=FLOW_RUNS),
     Row(REF_SFT, "sft", raw_tokenizers("encode_batch", "sft"), note="reference: query and response encoded"),

@@ -19,7 +19,7 @@ from flows.chunks import (
     sweep_outputs,
 )
 from flows.commit import Committer
-from flows.grouped import has_worker_processes, run_groups
+from flows.grouped import run_groups, runs_in_groups
 from flows.params import CacheParams, RunOptions, redacted
 from flows.plan import Plan, merged, plan_chunks, stamp_outputs
 from flows.reporting import Progress, publish_cache_report, tail_warning
@@ -138,7 +138,7 @@ def _run_todo(
     if not plan.todo:
         return ChunkOutcome()
     urls = [inputs[i] for i in plan.todo]
-    if has_worker_processes(run):
+    if runs_in_groups(run):
         todo = [committed[i] for i in plan.todo]
         return run_groups(plan, task, job, urls, todo, storage, progress, committer, run)
     groups = batches([stamp_size(plan.stamps[i]) for i in plan.todo], run.max_workers)

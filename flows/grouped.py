@@ -1,4 +1,4 @@
-"""Chunks on worker processes (``processes``, Dask): hashed here, then one group task per worker.
+"""Chunks on worker runners (``processes``, Dask): hashed here, then one group task per worker.
 
 A task run in a worker process costs far more than in a thread (the parameters and the task are
 pickled, the run context is rebuilt, the worker reports its states over HTTP), and one task per
@@ -18,7 +18,10 @@ from tasks.hashing import hash_here
 from tasks.retry import backoff_delays
 
 
-def has_worker_processes(run: RunOptions) -> bool:
+def runs_in_groups(run: RunOptions) -> bool:
+    """Group tasks for every runner but threads, Dask's in-process workers included: there, two
+    task runs per chunk took 14.8 s on 400 MB of 10 MB chunks against 8.6 s for threads, and one
+    group task per worker 6.9 s against 7.8 s (bench/throughput.py, one sitting each)."""
     return run.task_runner != "threads"
 
 

@@ -74,6 +74,11 @@ class RunOptions(BaseModel):
     task_runner: Literal["threads", "processes", "dask"] = "threads"
     max_workers: int = Field(2, ge=1, description="concurrent chunks (threads or processes)")
     dask_address: str | None = Field(None, description="scheduler address; a LocalCluster when empty")
+    dask_workers: Literal["threads", "processes"] = Field(
+        "threads",
+        description="a LocalCluster's workers: threads in this process (no start-up cost; the encoders release "
+        "the GIL) or processes (for Python-bound work such as a process_func); ignored with dask_address",
+    )
     retries: int = Field(3, ge=0, description="retries of a chunk on transient I/O errors")
     retry_delay: float = Field(2.0, ge=0, description="first retry delay in seconds; doubles, with jitter")
     verify_hits: Literal["sha256", "size"] = Field("sha256", description="how a cache hit's output is checked")

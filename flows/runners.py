@@ -2,7 +2,7 @@
 
 Worker processes report to this run's API. Prefect hands each task its settings, but when no API
 address is configured the parent's API is a temporary server it started on first use, and every
-worker process (``processes``, a local Dask cluster) would start a temporary server of its own
+worker process (``processes``, Dask worker processes) would start a temporary server of its own
 (three servers on two cores; the first task ended ~20 s into the flow). So before a runner with
 worker processes starts, the parent's API address goes into the settings and the environment the
 workers inherit, for the subflow's lifetime.
@@ -54,7 +54,7 @@ def parent_api_url() -> str | None:
 @contextlib.contextmanager
 def workers_report_here(run: RunOptions) -> Iterator[None]:
     """Within the block, worker processes started here use this run's API (see the module docstring)."""
-    url = None if run.task_runner == "threads" else parent_api_url()
+    url = parent_api_url() if has_worker_processes(run) else None
     if url is None:
         yield
         return
@@ -85,4 +85,18 @@ def build_task_runner(run: RunOptions):
 
     if run.dask_address:
         return DaskTaskRunner(address=run.dask_address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": run.max_workers, "threads_per_worker": 1, "processes": True})
+    return DaskTaskRunner(cluster_kwargs=local_cluster_kwargs(run))
+
+
+def local_cluster_kwargs(run: RunOptions) -> dict:
+    """A LocalCluster of ``max_workers`` threads in one in-process worker, or of as many worker processes."""
+    if run.dask_workers == "threads":
+        return {"n_workers": 1, "threads_per_worker": run.max_workers, "processes": False}
+    return {"n_workers": run.max_workers, "threads_per_worker": 1, "processes": True}
+
+
+def has_worker_processes(run: RunOptions) -> bool:
+    """True when the runner's tasks run in other processes (``processes``, Dask's worker processes)."""
+    if run.task_runner == "dask":
+        return bool(run.dask_address) or run.dask_workers == "processes"
+    return run.task_runner == "processes"

@@ -1,4 +1,5 @@
-"""cache_flow on Dask: a real two-process LocalCluster writes what the thread runner writes, and caches.
+"""cache_flow on Dask: a real two-process LocalCluster, and the default in-process one, write what
+the thread runner writes, and cache.
 
 The workers are separate processes started by the test, so they are given the harness's
 PREFECT_API_URL in their environment: without it a worker would start a temporary Prefect server
@@ -95,3 +96,30 @@ def executed_on_workers(cluster) -> int:
     with Client(cluster) as client:
         counts = client.run(lambda dask_worker: dask_worker.state.executed_count)
     return sum(counts.values())
+
+
+def test_the_default_local_cluster_runs_in_process_and_writes_what_threads_write(gpt2_path, llamafactory, tmp_path):
+    """Without dask_address, ``dask_workers`` (default threads) makes one in-process worker of
+    ``max_workers`` threads; ``processes`` one worker process each. The files are the threads runner's."""
+    from flows.params import RunOptions
+    from flows.runners import has_worker_processes, local_cluster_kwargs
+
+    assert local_cluster_kwargs(RunOptions(task_runner="dask", max_workers=3)) == {
+        "n_workers": 1, "threads_per_worker": 3, "processes": False,
+    }  # fmt: skip
+    assert local_cluster_kwargs(RunOptions(task_runner="dask", max_workers=3, dask_workers="processes")) == {
+        "n_workers": 3, "threads_per_worker": 1, "processes": True,
+    }  # fmt: skip
+    assert not has_worker_processes(RunOptions(task_runner="dask"))
+    assert has_worker_processes(RunOptions(task_runner="dask", dask_workers="processes"))
+    assert has_worker_processes(RunOptions(task_runner="dask", dask_address="tcp://elsewhere:8786"))
+
+    chunks = write_chunks(tmp_path / "in", load_json_or_jsonl(llamafactory / "c4_demo.jsonl"), 3)
+    run_flow("cache", cache_params(gpt2_path, chunks, tmp_path / "threads"))
+    run_flow("cache", cache_params(gpt2_path, chunks, tmp_path / "dask", task_runner="dask"))
+    names = sorted(p.name for p in (tmp_path / "threads").glob("*.h5"))
+    assert (
+        names == sorted(p.name for p in (tmp_path / "dask").glob("*.h5")) == [f"train_chunk_{i}.h5" for i in range(3)]
+    )
+    for name in names:
+        assert_same_h5(tmp_path / "threads" / name, tmp_path / "dask" / name)

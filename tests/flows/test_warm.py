@@ -139,11 +139,11 @@ def test_a_changed_fingerprint_does_not_use_the_old_warm_process(world):
     assert other["fingerprint"] != world.warm["fingerprint"]
 
 
-def start_warm_run(world: World) -> tuple[subprocess.Popen, int]:
+def start_warm_run(world: World, inputs: Path | None = None) -> tuple[subprocess.Popen, int]:
     """A cache run through the warm process, and its child's pid once the warm process lists it."""
     world.n += 1
     run = subprocess.Popen(
-        [*CLI, *cache_args(world.inputs, world.home / f"out-{world.n}", world.gpt2_path)],
+        [*CLI, *cache_args(inputs or world.inputs, world.home / f"out-{world.n}", world.gpt2_path)],
         env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
@@ -191,8 +191,10 @@ def wait_for_state(pids: tuple[int, ...], wanted, timeout: float = 30.0) -> None
     raise AssertionError(f"states {[process_state(p) for p in pids]} after {timeout} s")
 
 
-def test_ctrl_z_stops_the_run_with_the_client_and_sigcont_resumes_both(world):
-    run, child = start_warm_run(world)
+def test_ctrl_z_stops_the_run_with_the_client_and_sigcont_resumes_both(world, llamafactory):
+    # long enough (40 chunks, seconds of work) that the run cannot end before the stop reaches it
+    rows = load_json_or_jsonl(llamafactory / "c4_demo.jsonl") * 20
+    run, child = start_warm_run(world, write_chunks(world.home / "in-long", rows, 40))
     run.send_signal(signal.SIGTSTP)
     wait_for_state((run.pid, child), lambda state: state == "T")
     time.sleep(0.5)

@@ -2,7 +2,8 @@
 
 Run in a fresh interpreter with no API configured (its own PREFECT_HOME), as a notebook or
 ``H5PIPE_SERVER=temporary`` runs it: the parent starts Prefect's temporary server, and the
-process pool and a real two-worker Dask LocalCluster must use that server instead of each
+process pool and a real Dask LocalCluster (two worker processes, or the default in-process
+worker) must use that server instead of each
 starting one. Prefect logs every temporary server it starts, in whichever process.
 """
 
@@ -19,21 +20,29 @@ from tests.flows.test_cache_flow import write_chunks
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = """
+RUNS = {
+    "processes": {"task_runner": "processes"},
+    "dask-processes": {"task_runner": "dask", "dask_workers": "processes"},
+    "dask-threads": {"task_runner": "dask"},  # the default local cluster: one in-process worker
+}
+SCRIPT = (
+    f"RUNS = {RUNS!r}\n"
+    + """
 import sys
 from flows.params import CacheParams
 from flows.runs import run_flow
 
 inputs, out, tokenizer = sys.argv[1:4]
-for runner in ("processes", "dask"):
+for name, run in RUNS.items():
     params = CacheParams(
-        input=inputs, output=f"{out}/{runner}", pack_size=256, pad_value=0,
+        input=inputs, output=f"{out}/{name}", pack_size=256, pad_value=0,
         tokenizer={"path": tokenizer, "eos_token": "<|endoftext|>"},
-        run={"task_runner": runner, "max_workers": 2},
+        run={**run, "max_workers": 2},
     )
     summary = run_flow("cache", params)["summary"]
-    print(runner, summary["chunks"], summary["cached_chunks"], flush=True)
+    print(name, summary["chunks"], summary["cached_chunks"], flush=True)
 """
+)
 
 
 def test_process_and_dask_workers_use_the_parents_temporary_server(tmp_path, llamafactory, gpt2_path):
@@ -53,7 +62,7 @@ def test_process_and_dask_workers_use_the_parents_temporary_server(tmp_path, lla
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.split() == ["processes", "3", "0", "dask", "3", "0"]
+    assert done.stdout.split() == [word for name in RUNS for word in (name, "3", "0")]
     assert done.stderr.count("Starting temporary server") == 1, done.stderr[-4000:]
-    for runner in ("processes", "dask"):
-        assert len(list((tmp_path / "out" / runner).glob("*.h5"))) == 3
+    for name in RUNS:
+        assert len(list((tmp_path / "out" / name).glob("*.h5"))) == 3
