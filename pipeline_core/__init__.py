@@ -60,7 +60,7 @@ _EXPORTS = {
     "open_source": "pipeline_core.sources",
     "plan_chunks": "pipeline_core.stages.export",
     "read_attrs": "pipeline_core.formats.h5",
-    "save_h5": "pipeline_core.formats.h5",
+    "save_h5": "pipeline_core.formats.h5_writer",
 }
 
 __all__ = [

@@ -1,7 +1,8 @@
 """File formats: what h5pipe writes and reads, byte for byte.
 
 Owns ragged arrays (``ragged``: one flat array plus offsets, the in-memory shape of every key),
-HDF5 (``h5``: the writer, the reader, the completeness mark and attribute encoding), the deferred
+HDF5 (``h5``: the layout, the readers, the completeness mark and attribute encoding;
+``h5_writer``: the streaming writer and ``save_h5``), the deferred
 float keys written only when they carry information (``deferred``), JSONL batches with line
 numbers (``jsonl``), which keys are token-aligned (``keys``), Megatron-LM's ``.bin``/``.idx``
 (``megatron``: write, read, merge, and the cache stage's sink) and ``IOHandler``, the design's

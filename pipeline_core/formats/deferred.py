@@ -14,7 +14,8 @@ import os
 import h5py
 import numpy as np
 
-from pipeline_core.formats.h5 import OFFSETS_SUFFIX, H5Writer
+from pipeline_core.formats.h5 import OFFSETS_SUFFIX
+from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.ragged import Ragged
 
 COPY_ELEMENTS = 1 << 22  # values per copy block (16 MiB of float32)

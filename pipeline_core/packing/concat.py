@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
-from pipeline_core.packing.bfd import Packs
+from pipeline_core.packing.packs import Packs
 from pipeline_core.packing.sequence import SequencePacker
 
 

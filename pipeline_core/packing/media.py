@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline_core.formats.ragged import Ragged
-from pipeline_core.packing.bfd import Packs
+from pipeline_core.packing.packs import Packs
 
 
 class PackMedia:

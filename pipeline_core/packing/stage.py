@@ -17,8 +17,9 @@ import numpy as np
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.formats.keys import KeyLayout
 from pipeline_core.formats.ragged import Ragged
-from pipeline_core.packing.bfd import BfdPacker, Packs, PackStats
+from pipeline_core.packing.bfd import BfdPacker
 from pipeline_core.packing.concat import DocumentConcatPacker
+from pipeline_core.packing.packs import Packs, PackStats
 from pipeline_core.processors.base import ProcessedBatch
 from pipeline_core.processors.length import truncate
 

@@ -31,7 +31,7 @@ from functools import partial
 
 from pipeline_core.commit.quarantine import ErrorLog
 from pipeline_core.errors import ConfigError
-from pipeline_core.formats.h5 import H5Writer
+from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.jsonl import JsonlReader, LineBatch
 from pipeline_core.formats.keys import KeyLayout
 from pipeline_core.formats.megatron.mindspeed import MindSpeedSink

@@ -28,12 +28,13 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline_core.formats.deferred import DeferredBuffer
-from pipeline_core.formats.h5 import NARROW_IDS, H5Writer
+from pipeline_core.formats.h5 import NARROW_IDS
+from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout, sentence_items
 from pipeline_core.formats.positions import PositionIds
 from pipeline_core.formats.ragged import Ragged
-from pipeline_core.packing.bfd import Packs
 from pipeline_core.packing.media import PackMedia
+from pipeline_core.packing.packs import Packs
 from pipeline_core.packing.stage import PackStage
 
 

@@ -166,7 +166,8 @@ def test_every_public_name_has_a_docstring_written_for_it():
 def test_the_format_version_is_written_to_hdf5_as_plain_text(tmp_path):
     import h5py
 
-    from pipeline_core.formats.h5 import H5Writer, encode_attr
+    from pipeline_core.formats.h5 import encode_attr
+    from pipeline_core.formats.h5_writer import H5Writer
     from pipeline_core.version import FORMAT_VERSION
 
     writer = H5Writer(str(tmp_path / "x.h5"))

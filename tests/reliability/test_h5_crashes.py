@@ -16,7 +16,7 @@ import pytest
 
 from flows.cache_flow import cache_flow
 from pipeline_core.commit.verify import h5_problems, verify_output
-from pipeline_core.formats.h5 import H5Writer
+from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.processors import ProcessorFactory
 from pipeline_core.stages.cache import CacheOptions, cache_file

@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from flows.params import ExportParams
-from pipeline_core.formats.h5 import COMPLETE_ATTR, load_h5, open_h5, read_attrs, save_h5
+from pipeline_core.formats.h5 import COMPLETE_ATTR, load_h5, open_h5, read_attrs
+from pipeline_core.formats.h5_writer import save_h5
 from pipeline_core.loader.dataset import H5Dataset
 from pipeline_core.processors import ProcessorFactory
 from pipeline_core.sources import open_source

@@ -64,7 +64,7 @@ def h5(path: str, mode: str) -> None:
     (everything but ``complete``), so the file is a readable HDF5 that only lacks completion."""
     import numpy as np
 
-    from pipeline_core.formats.h5 import H5Writer
+    from pipeline_core.formats.h5_writer import H5Writer
     from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
 
     writer = H5Writer(path)

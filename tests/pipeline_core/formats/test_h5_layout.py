@@ -9,8 +9,9 @@ import h5py
 import numpy as np
 import pytest
 
-from pipeline_core.formats import h5 as h5mod
-from pipeline_core.formats.h5 import H5Writer, load_h5
+from pipeline_core.formats import h5_writer as h5mod
+from pipeline_core.formats.h5 import load_h5
+from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.ragged import Ragged
 
 HEADER = 16_384  # attributes and object headers of a few datasets

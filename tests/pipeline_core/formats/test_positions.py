@@ -13,13 +13,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline_core.formats.h5 import H5Writer, load_h5
+from pipeline_core.formats.h5 import load_h5
+from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.keys import KeyLayout
 from pipeline_core.formats.positions import STORAGE_ATTR, positions_from_cu, read_position_ids
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.loader import H5Dataset
-from pipeline_core.packing.bfd import BfdPacker, Packs
+from pipeline_core.packing.bfd import BfdPacker
 from pipeline_core.packing.concat import DocumentConcatPacker
+from pipeline_core.packing.packs import Packs
 from pipeline_core.stages.h5_sink import H5Sink, narrowed_keys
 
 PT = KeyLayout({"sequence": ("sequence",)}, ())

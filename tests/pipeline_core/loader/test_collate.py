@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 from pipeline_core import H5Dataset, ProcessorFactory, cache_jsonl, h5_collate, load_h5
-from pipeline_core.formats.h5 import H5Writer
+from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.loader import H5Collate
 from tests.conftest import load_json_or_jsonl

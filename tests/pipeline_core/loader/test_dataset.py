@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from pipeline_core import H5Dataset, ProcessorFactory, cache_jsonl, load_h5
-from pipeline_core.formats.h5 import H5Writer
+from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.ragged import Ragged
 from tests.conftest import load_json_or_jsonl
 

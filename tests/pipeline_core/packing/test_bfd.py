@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline_core.errors import ConfigError
-from pipeline_core.packing.bfd import DPO_GROUPS, BfdPacker, Packs, PackStats, pack_bfd, position_ids_from_lengths
+from pipeline_core.packing.bfd import DPO_GROUPS, BfdPacker, pack_bfd
+from pipeline_core.packing.packs import Packs, PackStats, position_ids_from_lengths
 
 ALPACA = Path("/work/shared/fixtures/llamafactory/alpaca_en_demo.json")
 PAD = -1

@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline_core.formats.ragged import Ragged
-from pipeline_core.packing.bfd import Packs
 from pipeline_core.packing.concat import DocumentConcatPacker, position_ids
+from pipeline_core.packing.packs import Packs
 
 PAD = -7
 

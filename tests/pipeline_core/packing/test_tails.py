@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline_core.formats.ragged import Ragged
-from pipeline_core.packing.bfd import Packs
 from pipeline_core.packing.concat import DocumentConcatPacker
+from pipeline_core.packing.packs import Packs
 from pipeline_core.packing.tails import chunk_tails
 from pipeline_core.stages.h5_sink import used_tokens
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pipeline_core import CacheOptions, ConfigError, ProcessorFactory, cache_file, cache_jsonl, load_h5, read_attrs
 from pipeline_core.formats.h5 import open_h5
 from pipeline_core.formats.ragged import Ragged
-from pipeline_core.packing.bfd import Packs
 from pipeline_core.packing.concat import DocumentConcatPacker
+from pipeline_core.packing.packs import Packs
 from tests.conftest import load_json_or_jsonl
 
 
