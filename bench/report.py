@@ -200,7 +200,7 @@ def rerun_lines(rerun: dict | None) -> list[str]:
         f"{rerun['chunks']} chunks of ~{rerun['chunk_kb']:,.0f} KB through cache_flow: cold {rerun['cold']:.2f} s, "
         f"warm (fully cached) {rerun['warm']:.2f} s, warm/cold {ratio:.1%}: {verdict}",
         f"the server finished recording the cold run's task runs {rerun.get('settle', 0):.2f} s after it returned; "
-        "the warm run started after that (bench/rows.py `cached_rerun`)",
+        "the warm run started after that (bench/flow_rows.py `cached_rerun`)",
     ]
 
 
