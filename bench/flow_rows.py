@@ -116,11 +116,11 @@ def cached_rerun(ctx: Context) -> Measured:
 
 def task_runs_of(files: list[Path], workers: int = 2) -> int:
     """Task runs a cold cache_flow makes: one batch task per group of small chunks
-    (flows/batching.py), else a hash and a cache task per chunk."""
+    (flows/batching.py), else a cache task per chunk (the flow hashes them itself)."""
     from flows.batching import batches
 
     groups = batches([f.stat().st_size for f in files], workers)
-    return len(groups) if groups is not None else 2 * len(files)
+    return len(groups) if groups is not None else len(files)
 
 
 def wait_for_task_runs(flow_run_id, expected: int, timeout: float = 300.0) -> None:

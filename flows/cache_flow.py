@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 
-from prefect import flow, unmapped
+from prefect import flow
 from prefect.logging import get_run_logger
 
 from flows.batching import batches, stamp_size
 from flows.chunks import (
     ChunkOutcome,
+    blame_upstream,
     in_order,
     output_matches,
     raise_failures,
@@ -34,7 +35,7 @@ from pipeline_core.stages.inputs import list_inputs
 from pipeline_core.stages.outputs import check_unique_outputs, standing_output
 from pipeline_core.storage.redact import protect_secrets
 from tasks.cache import cache_chunk, cache_chunk_batch
-from tasks.hashing import hash_chunk
+from tasks.hashing import hash_chunk, hashed_here_or_by_task
 from tasks.keys import digest
 from tasks.models import CacheJob, ChunkResult
 from tasks.retry import backoff_delays
@@ -144,13 +145,18 @@ def _run_todo(
     groups = batches([stamp_size(plan.stamps[i]) for i in plan.todo], run.max_workers)
     if groups is not None:
         return _run_batches(plan, groups, job, urls, [committed[i] for i in plan.todo], storage, progress, committer)
-    digests = hash_chunk.map(urls, unmapped(storage))
-    futures = task.map(unmapped(job), digests, unmapped(storage), [committed[i] for i in plan.todo])
+    todo = [committed[i] for i in plan.todo]
+    digests, futures = [], []  # each chunk's task is submitted as soon as its digest is taken
+    for found, entry in zip(hashed_here_or_by_task(urls, storage, run.max_workers), todo):
+        digests.append(found)
+        futures.append(task.submit(job, found, storage, entry))
 
     def stamp(k: int, result: ChunkResult) -> None:
-        result.source_stamp = plan.stamps[plan.todo[k]]  # taken before hash_chunk read the bytes
+        result.source_stamp = plan.stamps[plan.todo[k]]  # taken before the chunk's bytes were hashed
 
-    return run_chunks(futures, urls, progress, committer, stamp)
+    outcome = run_chunks(futures, urls, progress, committer, stamp)
+    blame_upstream(outcome, digests)
+    return outcome
 
 
 @flow(name="h5pipe-cache", validate_parameters=True, result_serializer="json", task_runner=default_task_runner())

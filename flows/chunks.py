@@ -48,6 +48,15 @@ def _reason(future: PrefectFuture) -> str:
     return future.state.message or future.state.name
 
 
+def blame_upstream(outcome: ChunkOutcome, upstream: list) -> None:
+    """A chunk whose task never ran because the future it was given failed (e.g. its hash_chunk
+    run) is reported with that future's exception, not with the waiting task's Pending state."""
+    for i in list(outcome.failures):
+        before = upstream[i]
+        if isinstance(before, PrefectFuture) and not before.state.is_completed():
+            outcome.failures[i] = _reason(before)
+
+
 def raise_failures(outcome: ChunkOutcome, names: list[str]) -> None:
     if outcome.failures:
         lines = [f"  {names[i]}: {why}" for i, why in sorted(outcome.failures.items())]

@@ -12,10 +12,10 @@ submitting anything, the cache flow compares each input with its output's manife
   or sha256 (``"sha256"``) matches;
 - the manifest's config hash is this run's (Committer.open refuses or resets it otherwise).
 
-Such chunks are *reused*: reported as cached, no task submitted. Every other chunk goes through
-hash_chunk and cache_chunk as before (on worker processes: hashed by the flow and cached in one
-group task per worker, flows/grouped.py), where Prefect's content-keyed cache and the task's own
-manifest resume still apply. ``RunOptions.trust_stamps=False`` turns this off (every input
+Such chunks are *reused*: reported as cached, no task submitted. Every other chunk is hashed by
+the flow (a hash_chunk task run only for a chunk whose read failed there) and goes through
+cache_chunk (on worker processes: one group task per worker, flows/grouped.py), where Prefect's
+content-keyed cache and the task's own manifest resume still apply. ``RunOptions.trust_stamps=False`` turns this off (every input
 hashed again on every run).
 
 The export flow does the same for its chunks (``plan_exports``): a chunk is reused when its

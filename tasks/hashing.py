@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -44,6 +46,21 @@ def hash_here(
 
     with ThreadPoolExecutor(max(1, threads)) as pool:
         return list(pool.map(lambda url: _digest_retrying(url, storage_options, delays), urls))
+
+
+def hashed_here_or_by_task(urls: list[str], storage_options: dict | None = None, threads: int = 2) -> Iterator:
+    """Per URL, in order: its ``ChunkDigest`` taken in this process (no task run), or, when that
+    read fails, a ``hash_chunk`` future in its place, whose task run retries a transient fault and
+    records a lasting one as that chunk's failure, exactly as when every chunk had a hash task."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        pending = [pool.submit(chunk_digest, url, storage_options) for url in urls]
+        for url, found in zip(urls, pending):
+            try:
+                yield found.result()
+            except Exception:
+                yield hash_chunk.submit(url, storage_options)
 
 
 def _digest_retrying(url: str, storage_options: dict | None, delays: tuple[float, ...]) -> ChunkDigest:

@@ -11,6 +11,7 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
 from flows.cache_flow import cache_flow
 from pipeline_core import read_attrs
+from tasks.retry import TransientIOError
 from tests.flows.test_cache_flow import mtimes, params
 
 
@@ -38,7 +39,7 @@ def task_run_names(flow_run_id, settle: float = 0.5, timeout: float = 30.0) -> l
 def test_unchanged_rerun_submits_no_task(gpt2_path, c4_chunks, tmp_path):
     p = params(gpt2_path, c4_chunks, tmp_path / "out", pack_size=256, pad_value=0)
     first, first_tasks = run(p)
-    assert len(first_tasks) == 6  # hash-chunk and cache-chunk for each of 3 chunks
+    assert first_tasks == ["cache-chunk"] * 3  # the flow hashed the chunks itself
     before = mtimes(tmp_path / "out")
     manifest = tmp_path / "out" / "h5pipe-manifest.json"
     written = manifest.stat().st_mtime_ns
@@ -58,7 +59,7 @@ def test_touched_input_is_hashed_again_then_reused(gpt2_path, c4_chunks, tmp_pat
     os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 5_000_000_000))
     again, tasks = run(p)
     assert again["cached"] == [True, True, True]  # same bytes: a Prefect cache hit
-    assert tasks == ["cache-chunk", "hash-chunk"]  # only the touched chunk ran tasks
+    assert tasks == ["cache-chunk"]  # only the touched chunk ran a task
     third, tasks = run(p)  # the manifest now holds the new stamp
     assert tasks == [] and third["cached"] == [True, True, True]
 
@@ -71,8 +72,8 @@ def test_rewritten_output_is_not_reused(gpt2_path, c4_chunks, tmp_path):
     data[-1] ^= 0xFF  # same size, other bytes: only the sha256 check sees it
     out.write_bytes(bytes(data))
     again, tasks = run(p)
-    # the chunk ran its tasks; its Prefect hit failed verification, so it was hashed and built again
-    assert tasks == ["cache-chunk", "cache-chunk", "hash-chunk", "hash-chunk"]
+    # the chunk ran its task; its Prefect hit failed verification, so it was hashed and built again
+    assert tasks == ["cache-chunk", "cache-chunk", "hash-chunk"]
     assert again["cached"] == [False, True, True]
     assert read_attrs(str(out))["rows_read"] == 100
 
@@ -184,3 +185,40 @@ def test_a_lost_quarantine_file_is_written_again(gpt2_path, tmp_path, trust_stam
     assert errors.read_bytes() == kept
     assert again["cached"] == [True, False]
     assert again["chunks"][1]["sha256"] == first["chunks"][1]["sha256"]
+
+
+def test_a_chunk_the_flow_cannot_read_is_hashed_by_its_own_task(gpt2_path, c4_chunks, tmp_path):
+    """The flow hashes the chunks itself; one whose read fails there gets a hash-chunk task run,
+    which retries the transient fault, and the outputs are those of a run without the fault."""
+    from tests.faults import FlakyFileSystem
+
+    FlakyFileSystem.reset()
+    run(params(gpt2_path, f"flaky://{c4_chunks}", tmp_path / "clean"))  # the same input URLs, no fault
+    FlakyFileSystem.fail_reads("train_chunk_1.jsonl", 2, TransientIOError)  # the flow's read, the task's first
+    try:
+        p = params(gpt2_path, f"flaky://{c4_chunks}", tmp_path / "out", run={"retry_delay": 0.01})
+        flaky, tasks = run(p)
+        assert FlakyFileSystem.read_attempts[str(c4_chunks / "train_chunk_1.jsonl")] == 4  # + retry + cache read
+    finally:
+        FlakyFileSystem.reset()
+    assert tasks == ["cache-chunk"] * 3 + ["hash-chunk"]
+    assert flaky["cached"] == [False, False, False]
+    for name in ("train_chunk_0.h5", "train_chunk_1.h5", "train_chunk_2.h5"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()
+
+
+def test_a_lasting_read_failure_fails_only_that_chunk_and_names_it(gpt2_path, c4_chunks, tmp_path):
+    from tests.faults import FlakyFileSystem
+
+    FlakyFileSystem.reset()
+    FlakyFileSystem.fail_reads("train_chunk_2.jsonl", 2, PermissionError)  # the flow's read and the task's
+    try:
+        p = params(gpt2_path, f"flaky://{c4_chunks}", tmp_path / "out", run={"retry_delay": 0.01})
+        state = cache_flow(p, return_state=True)
+        assert FlakyFileSystem.read_attempts[str(c4_chunks / "train_chunk_2.jsonl")] == 2  # not retried
+    finally:
+        FlakyFileSystem.reset()
+    assert state.is_failed()
+    with pytest.raises(Exception, match=r"1 of 3 chunks failed:\n.*train_chunk_2.jsonl: .*PermissionError"):
+        state.result()
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.h5")) == ["train_chunk_0.h5", "train_chunk_1.h5"]
