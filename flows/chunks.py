@@ -53,7 +53,10 @@ def blame_upstream(outcome: ChunkOutcome, upstream: list) -> None:
     run) is reported with that future's exception, not with the waiting task's Pending state."""
     for i in list(outcome.failures):
         before = upstream[i]
-        if isinstance(before, PrefectFuture) and not before.state.is_completed():
+        if not isinstance(before, PrefectFuture):
+            continue
+        before.wait()  # as in collect: .state alone may still read an earlier state than the final one
+        if not before.state.is_completed():
             outcome.failures[i] = _reason(before)
 
 

@@ -15,8 +15,8 @@ submitting anything, the cache flow compares each input with its output's manife
 Such chunks are *reused*: reported as cached, no task submitted. Every other chunk is hashed by
 the flow (a hash_chunk task run only for a chunk whose read failed there) and goes through
 cache_chunk (on worker processes: one group task per worker, flows/grouped.py), where Prefect's
-content-keyed cache and the task's own manifest resume still apply. ``RunOptions.trust_stamps=False`` turns this off (every input
-hashed again on every run).
+content-keyed cache and the task's own manifest resume still apply.
+``RunOptions.trust_stamps=False`` turns this off (every input hashed again on every run).
 
 The export flow does the same for its chunks (``plan_exports``): a chunk is reused when its
 manifest entry was written from a source with this run's fingerprint and the file still has the
