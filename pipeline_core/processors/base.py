@@ -60,6 +60,10 @@ class Processor(ABC):
     groups: ClassVar[dict[str, tuple[str, ...]]]
     deferred_keys: ClassVar[tuple[str, ...]] = ()  # aligned keys kept only when informative
     sample_keys: tuple[str, ...] = ()  # one value per sample, e.g. media references
+    # process_batch may run on two batches at once in threads (the cache stage then encodes ahead):
+    # only for a processor that keeps no state between batches. Not inherited (__init_subclass__):
+    # a subclass that adds state of its own must not run concurrently because its base could.
+    concurrent_batches: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -78,6 +82,11 @@ class Processor(ABC):
         self.normalizer = normalizer
         self.max_length = max_length
         self.overflow = overflow
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "concurrent_batches" not in cls.__dict__:
+            cls.concurrent_batches = False
 
     @abstractmethod
     def process_batch(self, rows: list[dict]) -> ProcessedBatch: ...

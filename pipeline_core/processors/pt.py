@@ -24,6 +24,7 @@ from pipeline_core.processors.length import over_length, truncate
 class PretrainProcessor(Processor):
     groups = {"sequence": ("sequence",)}
     default_strategy = None
+    concurrent_batches = True  # no state between batches; the tokenizer's backend allows overlapping calls
 
     def __init__(
         self,

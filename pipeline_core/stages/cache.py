@@ -38,10 +38,11 @@ from pipeline_core.formats.megatron.mindspeed import MindSpeedSink
 from pipeline_core.formats.megatron.output import MegatronSink
 from pipeline_core.memory.heap import HeapTrimmer
 from pipeline_core.packing.stage import Packing, PackStage, fit_batch, make_pack_stage
-from pipeline_core.processors.base import Processor
+from pipeline_core.processors.base import ProcessedBatch, Processor
 from pipeline_core.processors.sentences import SentenceProcessor
 from pipeline_core.stages.attrs import output_attrs
 from pipeline_core.stages.chunk_writer import ChunkWriter
+from pipeline_core.stages.encode_ahead import EncodeAhead, encode_width
 from pipeline_core.stages.h5_sink import H5Sink, narrowed_keys
 from pipeline_core.stages.inputs import list_inputs
 from pipeline_core.stages.options import BATCH_SIZE, CacheOptions, OutputFormat
@@ -153,17 +154,20 @@ def _cache_batches(
     reader: JsonlReader, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats
 ) -> None:
     heap = HeapTrimmer()
-    # the next batch is read and parsed in a thread while this one is encoded (see read_ahead)
-    with ReadAhead(reader, READ_AHEAD) as batches:
-        for lines in batches:
-            _cache_batch(lines, processor, chunk, log, stats)
-            del lines  # free its rows before the reader parses the one after next
+    width = encode_width() if getattr(processor, "concurrent_batches", False) else 1
+    process = lambda lines: processor.process_batch(lines.rows)  # noqa: E731
+    # the next batch is read and parsed in a thread (see read_ahead) while the ones before it are
+    # encoded (see encode_ahead) and this one is written, in input order
+    with ReadAhead(reader, READ_AHEAD) as batches, EncodeAhead(process, batches, width) as processed:
+        for lines, batch in processed:
+            _cache_batch(lines, batch, chunk, log, stats)
+            del lines, batch  # free its rows before the reader parses the one after next
             heap.after(reader.bytes_read)
 
 
-def _cache_batch(lines: LineBatch, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats) -> None:
+def _cache_batch(lines: LineBatch, batch: ProcessedBatch, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats) -> None:
     stats.rows_read += len(lines)
-    batch = chunk.fit(processor.process_batch(lines.rows))
+    batch = chunk.fit(batch)
     # one call per batch, so the quarantine file streams out in line order
     log.add_all([*lines.errors, *((lines.lines[i], e) for i, e in batch.errors)])
     chunk.write(batch)

@@ -87,34 +87,47 @@ class GigatokenBackend:
         self._json = gigatoken_json(tokenizer_json)
         self._reset_every = reset_every_chars
         self._tok = None if lazy else load_gigatoken(self._json)
-        self._lock = threading.Lock()
+        self._idle = threading.Condition()  # guards the fields below; notified when a call ends
+        self._running = 0  # encode calls in progress
         self._chars_since_reset = 0
         self.resets = 0
         self.verified = False
 
     def encode_batch(self, texts: list[str]) -> Ragged:
-        # One encode at a time per backend (tasks in threads share it): each call already keeps
-        # every core busy, and a cache rebuild must never swap the tokenizer under a running call.
-        with self._lock:
+        # Calls may overlap (the cache stage encodes two batches at once, tasks in threads share a
+        # backend): gigatoken's tokenizer serves concurrent calls, and two of them keep the cores
+        # busier than one (its calls have stretches on one core). A rebuild waits for the running
+        # calls to end, so the old cache is freed whole before the new tokenizer allocates.
+        with self._idle:
             self._bound_cache()
             if self._tok is None:
                 self._tok = load_gigatoken(self._json)
-            rows = self._tok.encode_batch(texts)
+            tok, self._running = self._tok, self._running + 1
             self._chars_since_reset += sum(map(len, texts))
+        try:
+            rows = tok.encode_batch(texts)
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
         return ragged_from_awkward(rows)
 
     def __getstate__(self) -> dict:
         # The gigatoken tokenizer is a Rust object that cannot be pickled (dask, spawn, Prefect
         # input hashing pickle the AutoTokenizer holding this backend): rebuild it from the JSON.
-        return {**self.__dict__, "_tok": None, "_lock": None, "_chars_since_reset": 0}
+        return {**self.__dict__, "_tok": None, "_idle": None, "_running": 0, "_chars_since_reset": 0}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)  # gigatoken loads at the first encode, as for a lazy backend
-        self._lock = threading.Lock()
+        self._idle = threading.Condition()
 
     def _bound_cache(self) -> None:
-        """Drop the tokenizer after ``reset_every_chars`` of input; the caller loads a new one."""
+        """Drop the tokenizer after ``reset_every_chars`` of input, once no call uses it; the caller
+        loads a new one. Called holding ``_idle``."""
         if self._reset_every is None or self._chars_since_reset < self._reset_every:
+            return
+        self._idle.wait_for(lambda: self._running == 0)
+        if self._chars_since_reset < self._reset_every:  # another call rebuilt it while this one waited
             return
         self._tok = None  # freed before the next load allocates new caches
         release_free_memory()  # ... and its pages handed back, which glibc would otherwise keep

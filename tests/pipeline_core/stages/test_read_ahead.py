@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from pipeline_core import BadRowError, ProcessorFactory, cache_jsonl, load_h5
+from pipeline_core.stages.encode_ahead import DEFAULT_WIDTH
 from pipeline_core.stages.read_ahead import ReadAhead
 
 
@@ -135,7 +136,8 @@ def test_a_downstream_error_stops_reading_and_closes_the_input(gpt2, tmp_path):
     processor = FailingSecondBatch(ProcessorFactory.create("pt", gpt2))
     with pytest.raises(RuntimeError, match="encoder failed"):
         cache_jsonl(path, tmp_path / "out", processor, batch_size=5)
-    assert processor.calls == 2
+    # of 40 batches: the failing second, the first, and those encoded ahead (see encode_ahead)
+    assert processor.calls <= 2 + DEFAULT_WIDTH
     assert not ahead_threads()
     assert str(path.resolve()) not in open_paths()
     assert not list((tmp_path / "out").glob("*.h5"))  # the partial output was discarded, as before

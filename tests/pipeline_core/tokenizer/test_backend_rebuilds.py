@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -78,3 +79,64 @@ def test_reset_interval_must_be_positive():
     require_fixtures()
     with pytest.raises(ValueError, match="reset_every_chars"):
         GigatokenBackend(GPT2.read_text(encoding="utf-8"), reset_every_chars=0)
+
+
+class Watched:
+    """A real gigatoken tokenizer that records how many of its encode calls overlap."""
+
+    def __init__(self, tok, calls: dict, hold: threading.Barrier | None = None) -> None:
+        self.tok, self.calls, self.hold = tok, calls, hold
+
+    def encode_batch(self, texts):
+        with self.calls["lock"]:
+            self.calls["running"] += 1
+            self.calls["most"] = max(self.calls["most"], self.calls["running"])
+        try:
+            if self.hold is not None:
+                self.hold.wait(timeout=10)  # both calls inside gigatoken at once, or the barrier breaks
+            return self.tok.encode_batch(texts)
+        finally:
+            with self.calls["lock"]:
+                self.calls["running"] -= 1
+
+
+def watch_loads(monkeypatch, hold=None) -> dict:
+    import pipeline_core.tokenizer.gigatoken as module
+
+    calls = {"lock": threading.Lock(), "running": 0, "most": 0, "trims_while_running": 0}
+    real_load, real_trim = module.load_gigatoken, module.release_free_memory
+
+    def trim():
+        calls["trims_while_running"] += calls["running"] > 0
+        real_trim()
+
+    monkeypatch.setattr(module, "load_gigatoken", lambda text: Watched(real_load(text), calls, hold))
+    monkeypatch.setattr(module, "release_free_memory", trim)
+    return calls
+
+
+def test_two_threads_encode_through_one_backend_at_once(tokenizer_json, monkeypatch):
+    """Calls overlap (no lock around gigatoken), and each gets the ids `tokenizers` gives."""
+    calls = watch_loads(monkeypatch, hold=threading.Barrier(2))
+    texts = corpus_strings("c4_demo.jsonl")[:200]
+    halves = [texts[:100], texts[100:]]
+    shared = GigatokenBackend(tokenizer_json, reset_every_chars=None)
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(shared.encode_batch, halves))
+    assert calls["most"] == 2
+    reference = TokenizersBackend(tokenizer_json)
+    for half, ragged in zip(halves, got):
+        assert_same(ragged, reference.encode_batch(half))
+
+
+def test_a_rebuild_waits_for_the_calls_in_flight(tokenizer_json, monkeypatch):
+    calls = watch_loads(monkeypatch)
+    texts = corpus_strings("c4_demo.jsonl")
+    batches = [texts[i : i + 25] for i in range(0, len(texts), 25)]
+    shared = GigatokenBackend(tokenizer_json, reset_every_chars=100_000)
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(shared.encode_batch, batches))
+    assert shared.resets >= 2 and calls["trims_while_running"] == 0
+    reference = TokenizersBackend(tokenizer_json)
+    for batch, ragged in zip(batches, got):
+        assert_same(ragged, reference.encode_batch(batch))
