@@ -1,9 +1,9 @@
 """Encode ahead: the next batches are processed in worker threads while the caller writes this one.
 
 gigatoken releases the GIL while it encodes, and two calls in flight keep two cores busier than
-one: each call has stretches on a single core (taking the texts in, building its result), which
-the other call's parallel part fills. Measured on 400 MB of the bench corpus, texts in memory,
-GPT-2, 2 cores: one caller 2.19-2.75 s, two threads 1.45 s, the same ids.
+one. Measured on 400 MB of the bench corpus, texts in memory, GPT-2, 2 cores: one caller
+2.19-2.75 s (1.3 cores busy), two threads 1.45-1.53 s (1.8), the same ids; which part of a single
+call leaves a core idle was not isolated.
 
 ``EncodeAhead(process, batches, width)`` yields ``(batch, process(batch))`` in the order of
 ``batches``; ``width`` calls run in threads (on the batches after the one the consumer holds) while
@@ -36,7 +36,7 @@ R = TypeVar("R")
 class EncodeAhead(Generic[T, R]):
     """``with EncodeAhead(process, batches, width) as done: for batch, result in done: ...``."""
 
-    def __init__(self, process: Callable[[T], R], batches: Iterable[T], width: int = 2) -> None:
+    def __init__(self, process: Callable[[T], R], batches: Iterable[T], width: int = DEFAULT_WIDTH) -> None:
         if width < 1:
             raise ValueError(f"width must be at least 1, got {width}")
         self._process, self._batches, self._width = process, batches, width

@@ -96,7 +96,7 @@ class GigatokenBackend:
     def encode_batch(self, texts: list[str]) -> Ragged:
         # Calls may overlap (the cache stage encodes two batches at once, tasks in threads share a
         # backend): gigatoken's tokenizer serves concurrent calls, and two of them keep the cores
-        # busier than one (its calls have stretches on one core). A rebuild waits for the running
+        # busier than one (measured: stages/encode_ahead.py). A rebuild waits for the running
         # calls to end, so the old cache is freed whole before the new tokenizer allocates.
         with self._idle:
             self._bound_cache()
