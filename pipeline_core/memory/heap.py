@@ -1,4 +1,5 @@
-"""Give the memory freed by past batches back to the OS, so peak RSS does not creep up over a chunk.
+"""Give the memory freed by past batches back to the OS, so peak RSS does not creep up over a chunk;
+and read the resident set size (``resident_bytes``), which bounds gigatoken's cache.
 
 Why: glibc serves large allocations (a batch's numpy arrays, several MB each) with ``mmap`` until
 one is freed; then it raises its mmap threshold to that size and serves the next ones from its
@@ -15,10 +16,12 @@ Elsewhere than glibc (macOS, musl) ``malloc_trim`` does not exist and this is a 
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Callable
 from functools import cache
 
 TRIM_EVERY_BYTES = 32 << 20
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 @cache
@@ -52,3 +55,14 @@ class HeapTrimmer:
             return
         self._next = bytes_read + self.every
         self.trim()
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set size now, from ``/proc/self/statm``; None where there is none
+    (macOS, Windows): callers then act as if memory had grown."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * _PAGE_SIZE

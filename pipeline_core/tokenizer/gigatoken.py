@@ -16,22 +16,28 @@ Memory. gigatoken keeps a pretoken -> ids cache per worker that grows (it double
 evicts) with every distinct pretoken it sees, for as long as the tokenizer lives: over a long
 run of varied text RSS grows without bound (see bench/backend_memory.py for the numbers). The
 cache cannot be cleared through gigatoken's API, so this backend rebuilds its gigatoken
-tokenizer after every ``reset_every_chars`` characters of input. Each pretoken is at least one
-character, so the cache never holds more than that many entries, whatever the data. Between
-dropping the old tokenizer and loading the new one it calls ``malloc_trim``: glibc would
-otherwise keep the old cache's pages, and the peak would still creep up with the chunk.
+tokenizer once both (a) it has encoded ``reset_every_chars`` characters of input with it and
+(b) the process's resident memory has grown by ``cache_budget_bytes`` since it was loaded. (a)
+keeps rebuilds rare (each one loses the warm cache); (b) skips the rebuilds text does not need:
+on text whose words repeat the cache stops growing, and a rebuild would only cost time. On text
+full of new words the cache grows by more than the budget every interval, and the backend
+rebuilds after every interval, as it did before the budget. Between dropping the old
+tokenizer and loading the new one it calls ``malloc_trim``: glibc would otherwise keep the old
+cache's pages, and the peak would still creep up with the chunk. Where the resident size cannot
+be read (no ``/proc``), (b) counts as met.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
 from pipeline_core.errors import ConfigError
 from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
-from pipeline_core.memory.heap import release_free_memory
+from pipeline_core.memory.heap import release_free_memory, resident_bytes
 from pipeline_core.tokenizer.derived import gigatoken_json
 from pipeline_core.tokenizer.probe import Mismatch
 
@@ -44,6 +50,11 @@ from pipeline_core.tokenizer.probe import Mismatch
 DEFAULT_RESET_EVERY_CHARS = 80_000_000
 # Another interval, in characters (0: never rebuild), where speed on huge chunks matters more.
 RESET_ENV = "H5PIPE_GIGATOKEN_RESET_CHARS"
+# ... and only once the process has grown by this much since the tokenizer was loaded. On the
+# bench's 400 MB corpus (pt, pack 2048, never rebuilt) RSS grew 157 -> 430 MiB in all, in 32 MiB
+# steps as the cache doubles, ~130 MiB of it after the stage's own batches were in memory.
+DEFAULT_CACHE_BUDGET_MB = 128
+CACHE_BUDGET_ENV = "H5PIPE_GIGATOKEN_CACHE_MB"
 _FROM_ENV = object()
 
 
@@ -75,21 +86,38 @@ class GigatokenBackend:
 
     name = "gigatoken"
 
-    def __init__(self, tokenizer_json: str, reset_every_chars: int | None = _FROM_ENV, lazy: bool = False) -> None:
+    def __init__(
+        self,
+        tokenizer_json: str,
+        reset_every_chars: int | None = _FROM_ENV,
+        lazy: bool = False,
+        cache_budget_bytes: int | None = _FROM_ENV,
+        resident: Callable[[], int | None] = resident_bytes,
+    ) -> None:
         """``reset_every_chars``: None never rebuilds; by default H5PIPE_GIGATOKEN_RESET_CHARS or
-        DEFAULT_RESET_EVERY_CHARS. ``lazy``: parse with gigatoken at the first encode, not now (for
-        a tokenizer gigatoken is known to load: a process that never encodes, such as a fully
-        cached rerun, skips the parse)."""
+        DEFAULT_RESET_EVERY_CHARS. ``cache_budget_bytes``: the growth that, past that interval,
+        calls for a rebuild (0: any; by default H5PIPE_GIGATOKEN_CACHE_MB or
+        DEFAULT_CACHE_BUDGET_MB); ``resident`` reads the process's resident bytes. ``lazy``: parse
+        with gigatoken at the first encode, not now (for a tokenizer gigatoken is known to load: a
+        process that never encodes, such as a fully cached rerun, skips the parse)."""
         if reset_every_chars is _FROM_ENV:
             reset_every_chars = reset_interval_from_env()
         if reset_every_chars is not None and reset_every_chars <= 0:
             raise ConfigError(f"reset_every_chars must be positive or None (never reset), got {reset_every_chars}")
+        if cache_budget_bytes is _FROM_ENV:
+            cache_budget_bytes = cache_budget_from_env()
+        if cache_budget_bytes is None or cache_budget_bytes < 0:
+            raise ConfigError(f"cache_budget_bytes must be 0 or more, got {cache_budget_bytes}")
         self._json = gigatoken_json(tokenizer_json)
         self._reset_every = reset_every_chars
-        self._tok = None if lazy else load_gigatoken(self._json)
+        self._budget, self._resident = cache_budget_bytes, resident
+        self._tok = None
         self._idle = threading.Condition()  # guards the fields below; notified when a call ends
         self._running = 0  # encode calls in progress
         self._chars_since_reset = 0
+        self._resident_at_load: int | None = None
+        if not lazy:
+            self._load()
         self.resets = 0
         self.verified = False
 
@@ -101,7 +129,7 @@ class GigatokenBackend:
         with self._idle:
             self._bound_cache()
             if self._tok is None:
-                self._tok = load_gigatoken(self._json)
+                self._load()
             tok, self._running = self._tok, self._running + 1
             self._chars_since_reset += sum(map(len, texts))
         try:
@@ -115,16 +143,29 @@ class GigatokenBackend:
     def __getstate__(self) -> dict:
         # The gigatoken tokenizer is a Rust object that cannot be pickled (dask, spawn, Prefect
         # input hashing pickle the AutoTokenizer holding this backend): rebuild it from the JSON.
-        return {**self.__dict__, "_tok": None, "_idle": None, "_running": 0, "_chars_since_reset": 0}
+        return {
+            **self.__dict__,
+            **{"_tok": None, "_idle": None, "_running": 0, "_chars_since_reset": 0, "_resident_at_load": None},
+        }
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)  # gigatoken loads at the first encode, as for a lazy backend
         self._idle = threading.Condition()
 
+    def _load(self) -> None:
+        self._tok = load_gigatoken(self._json)
+        self._resident_at_load = self._resident()
+
+    def _cache_grew(self) -> bool:
+        """True once the process has grown by the budget since the tokenizer was loaded, or when
+        either size is unknown."""
+        now, then = self._resident(), self._resident_at_load
+        return now is None or then is None or now - then >= self._budget
+
     def _bound_cache(self) -> None:
-        """Drop the tokenizer after ``reset_every_chars`` of input, once no call uses it; the caller
-        loads a new one. Called holding ``_idle``."""
-        if self._reset_every is None or self._chars_since_reset < self._reset_every:
+        """Drop the tokenizer after ``reset_every_chars`` of input once the process has grown by the
+        budget, and once no call uses it; the caller loads a new one. Called holding ``_idle``."""
+        if self._reset_every is None or self._chars_since_reset < self._reset_every or not self._cache_grew():
             return
         self._idle.wait_for(lambda: self._running == 0)
         if self._chars_since_reset < self._reset_every:  # another call rebuilt it while this one waited
@@ -151,6 +192,21 @@ def reset_interval_from_env() -> int | None:
             "or 0 to never rebuild gigatoken's cache"
         )
     return int(chars) or None
+
+
+def cache_budget_from_env() -> int:
+    """H5PIPE_GIGATOKEN_CACHE_MB in bytes (0: rebuild after every interval), else the default."""
+    raw = os.environ.get(CACHE_BUDGET_ENV, "").strip()
+    try:
+        megabytes = float(raw) if raw else float(DEFAULT_CACHE_BUDGET_MB)
+    except ValueError:
+        megabytes = -1.0
+    if not 0 <= megabytes < float("inf"):  # also refuses nan
+        raise ConfigError(
+            f"{CACHE_BUDGET_ENV}={raw!r} is not a size in MiB: set it to e.g. 256, "
+            "or 0 to rebuild gigatoken after every interval whatever the memory"
+        )
+    return int(megabytes * (1 << 20))
 
 
 def load_gigatoken(tokenizer_json: str):

@@ -1,4 +1,5 @@
-"""gigatoken's cache rebuilds: ids unchanged, memory handed back, safe under threads, interval set."""
+"""gigatoken's cache rebuilds: ids unchanged, memory handed back, safe under threads, interval and
+memory budget set."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.pipeline_core.tokenizer.backend_corpora import GPT2, assert_same, cor
 
 def test_cache_resets_keep_ids(tokenizer_json):
     texts = corpus_strings("c4_demo.jsonl")
-    bounded = GigatokenBackend(tokenizer_json, reset_every_chars=150_000)
+    bounded = GigatokenBackend(tokenizer_json, reset_every_chars=150_000, cache_budget_bytes=0)
     unbounded = GigatokenBackend(tokenizer_json, reset_every_chars=None)
     for start in range(0, len(texts), 100):
         assert_same(
@@ -31,7 +32,7 @@ def test_each_rebuild_hands_the_old_cache_back_before_the_next_load(tokenizer_js
     real_load = module.load_gigatoken
     monkeypatch.setattr(module, "release_free_memory", lambda: order.append("trim"))
     monkeypatch.setattr(module, "load_gigatoken", lambda text: order.append("load") or real_load(text))
-    backend = GigatokenBackend(tokenizer_json, reset_every_chars=150_000)
+    backend = GigatokenBackend(tokenizer_json, reset_every_chars=150_000, cache_budget_bytes=0)
     texts = corpus_strings("c4_demo.jsonl")
     for start in range(0, len(texts), 100):
         backend.encode_batch(texts[start : start + 100])
@@ -44,7 +45,7 @@ def test_threads_sharing_a_backend_never_meet_a_rebuild(trained_dir):
     tokenizer_json = (trained_dir / "tokenizer.json").read_text(encoding="utf-8")
     texts = corpus_strings("c4_demo.jsonl")[:40]
     expected = TokenizersBackend(tokenizer_json).encode_batch(texts)
-    shared = GigatokenBackend(tokenizer_json, reset_every_chars=1)  # rebuilt before every call
+    shared = GigatokenBackend(tokenizer_json, reset_every_chars=1, cache_budget_bytes=0)  # rebuilt before each call
 
     def encode(_: int) -> Ragged:
         return shared.encode_batch(texts)
@@ -133,10 +134,102 @@ def test_a_rebuild_waits_for_the_calls_in_flight(tokenizer_json, monkeypatch):
     calls = watch_loads(monkeypatch)
     texts = corpus_strings("c4_demo.jsonl")
     batches = [texts[i : i + 25] for i in range(0, len(texts), 25)]
-    shared = GigatokenBackend(tokenizer_json, reset_every_chars=100_000)
+    shared = GigatokenBackend(tokenizer_json, reset_every_chars=100_000, cache_budget_bytes=0)
     with ThreadPoolExecutor(3) as pool:
         got = list(pool.map(shared.encode_batch, batches))
     assert shared.resets >= 2 and calls["trims_while_running"] == 0
     reference = TokenizersBackend(tokenizer_json)
     for batch, ragged in zip(batches, got):
         assert_same(ragged, reference.encode_batch(batch))
+
+
+class Resident:
+    """A stand-in for the process's resident size, set by the test."""
+
+    def __init__(self, size: int | None = 1000) -> None:
+        self.size = size
+
+    def __call__(self) -> int | None:
+        return self.size
+
+
+def test_no_rebuild_while_the_process_has_not_grown_by_the_budget(tokenizer_json):
+    """Past the interval, the tokenizer is kept (its cache warm) until memory has grown by the budget."""
+    resident = Resident()
+    backend = GigatokenBackend(tokenizer_json, reset_every_chars=1, cache_budget_bytes=500, resident=resident)
+    texts = corpus_strings("c4_demo.jsonl")[:20]
+    for grown in (0, 100, 499):
+        resident.size = 1000 + grown
+        backend.encode_batch(texts)
+    assert backend.resets == 0
+    resident.size = 1500  # grown by the budget: the next call rebuilds
+    backend.encode_batch(texts)
+    assert backend.resets == 1
+    resident.size = 1900  # measured from the new load (at 1500): 400 more is under the budget
+    backend.encode_batch(texts)
+    assert backend.resets == 1
+    resident.size = 2000
+    backend.encode_batch(texts)
+    assert backend.resets == 2
+
+
+def test_the_budget_waits_for_the_interval(tokenizer_json):
+    resident = Resident()
+    backend = GigatokenBackend(tokenizer_json, reset_every_chars=10**9, cache_budget_bytes=1, resident=resident)
+    resident.size = 10**12
+    backend.encode_batch(corpus_strings("c4_demo.jsonl")[:20])
+    assert backend.resets == 0
+
+
+def test_an_unknown_resident_size_rebuilds_after_each_interval(tokenizer_json):
+    """Without /proc the backend cannot see the cache grow: it bounds it by the interval alone."""
+    backend = GigatokenBackend(tokenizer_json, reset_every_chars=1, cache_budget_bytes=10**12, resident=Resident(None))
+    texts = corpus_strings("c4_demo.jsonl")[:20]
+    for _ in range(3):
+        backend.encode_batch(texts)
+    assert backend.resets == 2
+
+
+def test_the_real_resident_size_is_read_where_there_is_proc():
+    import os
+
+    from pipeline_core.memory.heap import resident_bytes
+
+    if not os.path.exists("/proc/self/statm"):
+        assert resident_bytes() is None
+        return
+    before = resident_bytes()
+    block = b"\x01" * (64 << 20)  # written, so resident
+    grown = resident_bytes() - before
+    del block
+    assert 60 << 20 <= grown <= 80 << 20
+
+
+@pytest.mark.parametrize(("value", "budget"), [("", 128 << 20), ("256", 256 << 20), ("0.5", 1 << 19), ("0", 0)])
+def test_cache_budget_comes_from_the_environment(tokenizer_json, monkeypatch, value, budget):
+    from pipeline_core.tokenizer.gigatoken import CACHE_BUDGET_ENV, DEFAULT_CACHE_BUDGET_MB
+
+    assert DEFAULT_CACHE_BUDGET_MB == 128
+    monkeypatch.setenv(CACHE_BUDGET_ENV, value)
+    assert GigatokenBackend(tokenizer_json, lazy=True)._budget == budget
+    assert GigatokenBackend(tokenizer_json, lazy=True, cache_budget_bytes=7)._budget == 7  # an argument wins
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "inf", "nan"])
+def test_a_bad_cache_budget_in_the_environment_names_the_variable(tokenizer_json, monkeypatch, value):
+    from pipeline_core.tokenizer.gigatoken import CACHE_BUDGET_ENV
+
+    monkeypatch.setenv(CACHE_BUDGET_ENV, value)
+    with pytest.raises(ValueError, match=f"{CACHE_BUDGET_ENV}=.*size in MiB"):
+        GigatokenBackend(tokenizer_json, lazy=True)
+
+
+def test_a_pickled_backend_measures_growth_from_its_own_load(tokenizer_json):
+    import pickle
+
+    backend = GigatokenBackend(tokenizer_json, reset_every_chars=1, cache_budget_bytes=500, resident=Resident(1000))
+    copy = pickle.loads(pickle.dumps(backend))  # as a worker process gets it
+    copy._resident.size = 10**6  # a bigger process: growth counts from the copy's load, not the original's
+    copy.encode_batch(["first"])  # loads here
+    copy.encode_batch(["second"])
+    assert copy.resets == 0
