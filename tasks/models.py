@@ -11,7 +11,7 @@ from pipeline_core.commit.standing import Published
 from pipeline_core.formats.jsonl import BATCH_BYTES
 
 # compression and position_ids: keyed below, only away from their defaults
-UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate", "compression", "position_ids")
+UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate", "compression", "position_ids", "encode_width")
 
 
 class CacheJob(BaseModel):
@@ -39,6 +39,7 @@ class CacheJob(BaseModel):
     compression: str | None = None
     position_ids: str = "stored"
     endpoint: str | None = None  # part of the output's identity; credentials are not
+    encode_width: int | None = None  # how the run shares the cores (flows/runners.py); never keyed
 
     def cache_options(self) -> dict:
         """Keyword arguments of pipeline_core's CacheOptions."""
@@ -56,6 +57,7 @@ class CacheJob(BaseModel):
             "max_row_bytes": self.max_row_bytes,
             "compression": self.compression,
             "position_ids": self.position_ids,
+            "encode_width": self.encode_width,
         }
 
     def settings(self) -> dict:

@@ -132,7 +132,7 @@ def cache_file(
     with _h5_staging(output_url, options, storage_options) as tmp:
         chunk = open_chunk(tmp, input_url, output_dir, processor, options, stats, storage_options)
         try:
-            _cache_batches(reader, processor, chunk, log, stats)
+            _cache_batches(reader, processor, chunk, log, stats, options.encode_width)
             log.enforce_rate(stats.rows_read, options.max_error_rate, errors_url, storage_options)
             chunk.finish()
             stats.source_sha256 = reader.sha256
@@ -151,10 +151,15 @@ def cache_file(
 
 
 def _cache_batches(
-    reader: JsonlReader, processor: Processor, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats
+    reader: JsonlReader,
+    processor: Processor,
+    chunk: ChunkWriter,
+    log: ErrorLog,
+    stats: CacheStats,
+    width: int | None = None,
 ) -> None:
     heap = HeapTrimmer()
-    width = encode_width() if getattr(processor, "concurrent_batches", False) else 1
+    width = (width or encode_width()) if getattr(processor, "concurrent_batches", False) else 1
     process = lambda lines: processor.process_batch(lines.rows)  # noqa: E731
     # the next batch is read and parsed in a thread (see read_ahead) while the ones before it are
     # encoded (see encode_ahead) and this one is written, in input order

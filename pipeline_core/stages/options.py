@@ -42,6 +42,8 @@ class CacheOptions:
     batch_bytes: int | None = BATCH_BYTES  # a batch also ends at this many bytes of JSON (see JsonlReader)
     compression: str | None = None  # HDF5 filter: gzip or lzf (recorded in the 'compression' attribute)
     position_ids: PositionIds = "stored"  # packed HDF5: per token, or derived from cu_seqlens on read
+    # pt batches encoded at once (stages/encode_ahead.py); None: H5PIPE_ENCODE_AHEAD or its default
+    encode_width: int | None = None
 
     def __post_init__(self) -> None:
         check_max_error_rate(self.max_error_rate)
@@ -51,6 +53,8 @@ class CacheOptions:
         _choice("output_format", self.output_format, get_args(OutputFormat))
         _choice("packing", self.packing, get_args(Packing))
         _choice("compression", self.compression, (None, "gzip", "lzf"))
+        if self.encode_width is not None and self.encode_width < 1:
+            raise ConfigError(f"encode_width must be at least 1 (one batch at a time) or None, got {self.encode_width}")
         if self.bfd_window <= 0:
             raise ConfigError(f"bfd_window must be positive, got {self.bfd_window}; 1000 is a good default")
         if self.output_format == "mindspeed" and self.split_sentences:

@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline_core import ProcessorFactory, cache_jsonl, load_h5
+from pipeline_core.errors import ConfigError
+from pipeline_core.stages.cache import CacheOptions, cache_file
 from pipeline_core.stages.encode_ahead import DEFAULT_WIDTH, WIDTH_ENV, EncodeAhead, encode_width
 from tests.pipeline_core.stages.test_read_ahead import texts_with_bad_lines, write_lines
 
@@ -148,6 +150,25 @@ def test_packed_files_are_the_same_encoded_ahead_or_one_batch_at_a_time(gpt2, tm
 def test_width_comes_from_the_environment(monkeypatch, value, width):
     monkeypatch.setenv(WIDTH_ENV, value)
     assert encode_width() == width
+
+
+@pytest.mark.parametrize(("value", "tasks", "width"), [("", 1, 2), ("", 2, 1), ("", 3, 1), ("2", 2, 2), ("1", 1, 1)])
+def test_stages_sharing_the_cores_encode_one_batch_each_unless_told(monkeypatch, value, tasks, width):
+    monkeypatch.setenv(WIDTH_ENV, value)
+    assert encode_width(tasks) == width
+
+
+def test_the_options_width_wins_over_the_default(gpt2, tmp_path, monkeypatch):
+    monkeypatch.delenv(WIDTH_ENV, raising=False)
+    lines, good, _ = texts_with_bad_lines(n=60, bad=(3,))
+    path = write_lines(tmp_path / "rows.jsonl", lines)
+    processor = Overlaps(ProcessorFactory.create("pt", gpt2))
+    stats = cache_file(str(path), str(tmp_path / "out"), processor, CacheOptions(batch_size=6, encode_width=1))
+    assert processor.most == 1
+    loaded = load_h5(stats.output_url)["sequence"]
+    assert [loaded[i].tolist() for i in range(len(loaded))] == [gpt2.encode(t) + [gpt2.eos_token_id] for t in good]
+    with pytest.raises(ConfigError, match="encode_width must be at least 1"):
+        CacheOptions(encode_width=0)
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])
