@@ -192,7 +192,7 @@ def _cache_run_locked(params: CacheParams) -> dict:
     sweep_outputs(params.output, storage, logger)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
     committed, outputs, plan = rerun_plan(params, job, inputs, committer, storage)
-    # concurrent chunks already keep the cores busy: each encodes one batch at a time
+    # when chunk tasks run at once they keep the cores busy already: each then encodes one batch at a time
     job = job.model_copy(update={"encode_width": encode_width(tasks_at_once(params.run, len(plan.todo)))})
     logger.info(
         "caching %d chunk(s) into %s with %s; %d unchanged since the manifest's run, reused without a task",

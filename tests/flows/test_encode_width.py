@@ -3,8 +3,6 @@ time, a lone chunk two, H5PIPE_ENCODE_AHEAD overrides both; none of it keys or c
 
 from __future__ import annotations
 
-import h5py
-import numpy as np
 import pytest
 
 from flows.cache_flow import cache_flow
@@ -13,6 +11,7 @@ from flows.runners import tasks_at_once
 from pipeline_core.stages import cache as cache_stage
 from pipeline_core.stages.encode_ahead import WIDTH_ENV, EncodeAhead
 from tests.flows.test_cache_flow import params
+from tests.flows.test_dask import assert_same_h5
 
 
 @pytest.mark.parametrize(
@@ -49,10 +48,7 @@ def same_files(a, b):
     names = sorted(p.name for p in a.glob("*.h5"))
     assert names and names == sorted(p.name for p in b.glob("*.h5"))
     for name in names:
-        with h5py.File(a / name) as x, h5py.File(b / name) as y:
-            assert sorted(x) == sorted(y)
-            for key in x:
-                assert np.array_equal(x[key][()], y[key][()]), (name, key)
+        assert_same_h5(a / name, b / name)
 
 
 def test_concurrent_chunks_encode_one_batch_at_a_time(gpt2_path, c4_chunks, tmp_path, widths, monkeypatch):
