@@ -36,7 +36,7 @@ from pipeline_core.stages.inputs import list_inputs
 from pipeline_core.stages.outputs import check_unique_outputs, standing_output
 from pipeline_core.storage.redact import protect_secrets
 from tasks.cache import cache_chunk, cache_chunk_batch
-from tasks.hashing import hash_chunk, hashed_here_or_by_task
+from tasks.hashing import hash_chunk, hashed_here_or_by_task, with_stamp
 from tasks.keys import digest
 from tasks.models import CacheJob, ChunkResult
 from tasks.retry import backoff_delays
@@ -148,9 +148,10 @@ def _run_todo(
         return _run_batches(plan, groups, job, urls, [committed[i] for i in plan.todo], storage, progress, committer)
     todo = [committed[i] for i in plan.todo]
     digests, futures = [], []  # each chunk's task is submitted as soon as its digest is taken
-    for found, entry in zip(hashed_here_or_by_task(urls, storage, run.max_workers), todo):
+    stamps = [plan.stamps[i] if run.trust_stamps else None for i in plan.todo]
+    for found, entry, stamp in zip(hashed_here_or_by_task(urls, storage, run.max_workers), todo, stamps):
         digests.append(found)
-        futures.append(task.submit(job, found, storage, entry))
+        futures.append(task.submit(job, with_stamp(found, stamp), storage, entry))
 
     def stamp(k: int, result: ChunkResult) -> None:
         result.source_stamp = plan.stamps[plan.todo[k]]  # taken before the chunk's bytes were hashed

@@ -6,6 +6,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
+from pipeline_core.commit.stamps import stamp_now
 from pipeline_core.commit.standing import still_stands
 from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
 from pipeline_core.stages.cache import CacheOptions, cache_file
@@ -57,11 +58,10 @@ def cache_one(
         get_run_logger().info("%s: resumed from the manifest, not recomputed", committed["output_url"])
         return ChunkResult.model_validate(committed)
     processor = build_processor(ProcessorSpec(**job.processor), load_tokenizer(TokenizerSpec(**job.tokenizer)))
-    stats = cache_file(chunk.url, job.output_dir, processor, CacheOptions(**job.cache_options()), storage_options)
-    if stats.source_sha256 != chunk.sha256:
-        raise RuntimeError(
-            f"{chunk.url} changed while it was being cached (sha256 {chunk.sha256[:12]} -> {stats.source_sha256[:12]}); run again"
-        )
+    options = CacheOptions(**job.cache_options())
+    known = chunk.sha256 if chunk.stamp else None  # stamped: read once, checked by its stamp below
+    stats = cache_file(chunk.url, job.output_dir, processor, options, storage_options, known)
+    check_unchanged(chunk, stats.source_sha256, storage_options)
     stats.output_url = stats.output_url or _megatron_index(stats)
     written = file_digest(stats.output_url, storage_options)
     get_run_logger().info(
@@ -69,6 +69,21 @@ def cache_one(
     )
     parts = part_files(_part_urls(stats), storage_options)
     return ChunkResult(sha256=written.sha256, size=written.size, parts=parts, **_counts(stats))
+
+
+def check_unchanged(chunk: ChunkDigest, read_sha256: str, storage_options: dict | None) -> None:
+    """Refuse a chunk whose input changed between its hash and the end of its read: by the stamp
+    taken before the hash when there is one, else by the sha256 the reader took."""
+    if chunk.stamp:
+        now = stamp_now(chunk.url, storage_options)
+        if now != chunk.stamp:
+            raise RuntimeError(
+                f"{chunk.url} changed while it was being cached (stamp {chunk.stamp} -> {now}); run again"
+            )
+    elif read_sha256 != chunk.sha256:
+        raise RuntimeError(
+            f"{chunk.url} changed while it was being cached (sha256 {chunk.sha256[:12]} -> {read_sha256[:12]}); run again"
+        )
 
 
 def _part_urls(stats) -> list[str]:

@@ -32,6 +32,12 @@ def chunk_digest(url: str, storage_options: dict | None = None) -> ChunkDigest:
     return ChunkDigest(url=url, sha256=found.sha256, size=found.size)
 
 
+def with_stamp(found, stamp: str | None):
+    """``found`` (a ChunkDigest, or a hash_chunk future left as it is) carrying the input's stamp
+    taken before it was hashed, so its cache task checks the stamp instead of hashing again."""
+    return found.model_copy(update={"stamp": stamp}) if stamp and isinstance(found, ChunkDigest) else found
+
+
 def part_files(urls: list[str], storage_options: dict | None = None) -> list[PartFile]:
     """Size and sha256 of the files a chunk published besides its output, for the commit record."""
     return [PartFile(url=u, sha256=d.sha256, size=d.size) for u in urls for d in [file_digest(u, storage_options)]]

@@ -84,6 +84,9 @@ class ChunkDigest(BaseModel):
     url: str
     sha256: str
     size: int
+    # the input's stamp taken before this sha256 (flows/plan.py), when the run trusts stamps: the cache
+    # task then reads the bytes once, without hashing them again, and compares the stamp afterwards
+    stamp: str | None = None
 
 
 class PartFile(BaseModel):

@@ -39,6 +39,17 @@ def stamps(urls: list[str], storage_options: dict | None = None) -> dict[str, st
     return {url: (stamp_of(info) if info else None) for url, info in file_infos(urls, storage_options).items()}
 
 
+def stamp_now(url: str, storage_options: dict | None = None) -> str | None:
+    """The stamp of one file read now from its store (one HEAD or stat, no listing; None when missing)."""
+    fs, path = url_to_fs(url, storage_options)
+    fs.invalidate_cache(path)
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        return None
+    return stamp_of(_with_ctime(info) if is_local(fs) else info)
+
+
 def file_infos(urls: list[str], storage_options: dict | None = None) -> dict[str, dict | None]:
     """fsspec info of every URL (None when missing), from one listing per parent folder."""
     by_folder: dict[str, list[str]] = defaultdict(list)

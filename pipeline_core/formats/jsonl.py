@@ -214,7 +214,8 @@ def _any_number(value, test) -> bool:
 
 
 class JsonlReader:
-    """Iterate a JSONL file in LineBatches; ``sha256`` is the file's content hash once read through.
+    """Iterate a JSONL file in LineBatches; ``sha256`` is the file's content hash once read through
+    (``hashes=False``: not taken, for a caller that hashed the file already and checks its stamp).
 
     ``max_row_bytes``: longer lines become ``row_too_large`` errors without being parsed (None: no limit).
 
@@ -232,6 +233,7 @@ class JsonlReader:
         storage_options: dict | None = None,
         max_row_bytes: int | None = None,
         batch_bytes: int | None = BATCH_BYTES,
+        hashes: bool = True,
     ) -> None:
         check_batch_bounds(batch_size, batch_bytes)
         self.url = url
@@ -239,7 +241,7 @@ class JsonlReader:
         self.storage_options = storage_options
         self.max_row_bytes = max_row_bytes
         self.batch_bytes = batch_bytes
-        self._hasher = hashlib.sha256()
+        self._hasher = hashlib.sha256() if hashes else None
         self.bytes_read = 0
 
     def __iter__(self) -> Iterator[LineBatch]:
@@ -262,6 +264,8 @@ class JsonlReader:
 
     @property
     def sha256(self) -> str:
+        if self._hasher is None:
+            raise RuntimeError(f"{self.url} was read with hashes=False: its sha256 was not taken")
         return self._hasher.hexdigest()
 
 

@@ -113,9 +113,14 @@ def cache_file(
     processor: Processor,
     options: CacheOptions = CacheOptions(),
     storage_options: dict | None = None,
+    source_sha256: str | None = None,
 ) -> CacheStats:
     """Tokenize one JSONL file into ``{stem}.h5`` (plus ``{stem}.errors.jsonl`` when rows were skipped,
-    and ``{stem}_{key}_document.bin/.idx`` for Megatron output)."""
+    and ``{stem}_{key}_document.bin/.idx`` for Megatron output).
+
+    ``source_sha256``: the input's sha256 when the caller took it already; the file is then not
+    hashed again while it is read, and the caller must make sure it did not change in between
+    (the cache task compares the input's stamp from before its hash with the one after this call)."""
     started = time.perf_counter()
     output_url, errors_url = output_names(input_url, output_dir)
     if options.split_sentences:
@@ -128,14 +133,16 @@ def cache_file(
         packing=options.packing if options.packed else "none",
     )
     log = ErrorLog(input_url, options.on_error)
-    reader = JsonlReader(input_url, options.batch_size, storage_options, options.max_row_bytes, options.batch_bytes)
+    reader = JsonlReader(
+        input_url, options.batch_size, storage_options, options.max_row_bytes, options.batch_bytes, not source_sha256
+    )
     with _h5_staging(output_url, options, storage_options) as tmp:
         chunk = open_chunk(tmp, input_url, output_dir, processor, options, stats, storage_options)
         try:
             _cache_batches(reader, processor, chunk, log, stats, options.encode_width)
             log.enforce_rate(stats.rows_read, options.max_error_rate, errors_url, storage_options)
             chunk.finish()
-            stats.source_sha256 = reader.sha256
+            stats.source_sha256 = source_sha256 or reader.sha256
             stats.skipped = log.counts
             pad = resolve_pad_value(processor, options.pack_size, options.pad_value)
             chunk.close(output_attrs(processor, options, stats, pad))
