@@ -148,7 +148,7 @@ def _run_todo(
         return _run_batches(plan, groups, job, urls, [committed[i] for i in plan.todo], storage, progress, committer)
     todo = [committed[i] for i in plan.todo]
     digests, futures = [], []  # each chunk's task is submitted as soon as its digest is taken
-    stamps = [plan.stamps[i] if run.trust_stamps else None for i in plan.todo]
+    stamps = plan.todo_stamps(run.trust_stamps)
     for found, entry, stamp in zip(hashed_here_or_by_task(urls, storage, run.max_workers), todo, stamps):
         digests.append(found)
         futures.append(task.submit(job, with_stamp(found, stamp), storage, entry))

@@ -29,8 +29,7 @@ def run_groups(plan, cache_task, job, urls, committed, storage, progress, commit
     """Cache ``urls`` (positions ``plan.todo``) in worker groups; ``cache_task`` is the flow's
     configured ``cache_chunk``, whose result storage the groups share."""
     digests = hash_here(urls, storage, run.max_workers, tuple(backoff_delays(run.retries, run.retry_delay)))
-    if run.trust_stamps:
-        digests = [with_stamp(d, plan.stamps[i]) for d, i in zip(digests, plan.todo)]
+    digests = [with_stamp(d, stamp) for d, stamp in zip(digests, plan.todo_stamps(run.trust_stamps))]
     groups = worker_groups([d.size for d in digests], run.max_workers)
     task = cache_chunk_group.with_options(
         retries=run.retries, retry_delay_seconds=backoff_delays(run.retries, run.retry_delay)

@@ -43,6 +43,11 @@ class Plan:
     todo: list[int] = field(default_factory=list)
     output_infos: dict[str, dict | None] = field(default_factory=dict)  # the outputs as listed before any task
 
+    def todo_stamps(self, trusted: bool) -> list[str | None]:
+        """Each to-do input's stamp from before it was hashed, for its cache task to check after
+        its read (tasks/cache.py); all None when the run does not trust stamps."""
+        return [self.stamps[i] if trusted else None for i in self.todo]
+
     def reused_output_infos(self) -> dict[str, dict | None]:
         """The listing of reused chunks' files: no task rewrote them, so it is still current."""
         return {f.url: self.output_infos.get(f.url) for r in self.reused.values() for f in r.files()}
