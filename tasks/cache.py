@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
@@ -59,9 +61,9 @@ def cache_one(
         return ChunkResult.model_validate(committed)
     processor = build_processor(ProcessorSpec(**job.processor), load_tokenizer(TokenizerSpec(**job.tokenizer)))
     options = CacheOptions(**job.cache_options())
-    known = chunk.sha256 if chunk.stamp else None  # stamped: read once, checked by its stamp below
-    stats = cache_file(chunk.url, job.output_dir, processor, options, storage_options, known)
-    check_unchanged(chunk, stats.source_sha256, storage_options)
+    known = chunk.sha256 if chunk.stamp else None  # stamped: read once, checked by its stamp
+    unchanged = partial(check_unchanged, chunk, storage_options=storage_options)  # before publishing
+    stats = cache_file(chunk.url, job.output_dir, processor, options, storage_options, known, unchanged)
     stats.output_url = stats.output_url or _megatron_index(stats)
     written = file_digest(stats.output_url, storage_options)
     get_run_logger().info(
@@ -71,7 +73,7 @@ def cache_one(
     return ChunkResult(sha256=written.sha256, size=written.size, parts=parts, **_counts(stats))
 
 
-def check_unchanged(chunk: ChunkDigest, read_sha256: str, storage_options: dict | None) -> None:
+def check_unchanged(chunk: ChunkDigest, read_sha256: str, storage_options: dict | None = None) -> None:
     """Refuse a chunk whose input changed between its hash and the end of its read: by the stamp
     taken before the hash when there is one, else by the sha256 the reader took."""
     if chunk.stamp:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from functools import partial
 
 from pipeline_core.commit.quarantine import ErrorLog
@@ -114,13 +115,17 @@ def cache_file(
     options: CacheOptions = CacheOptions(),
     storage_options: dict | None = None,
     source_sha256: str | None = None,
+    check_source: Callable[[str], None] | None = None,
 ) -> CacheStats:
     """Tokenize one JSONL file into ``{stem}.h5`` (plus ``{stem}.errors.jsonl`` when rows were skipped,
     and ``{stem}_{key}_document.bin/.idx`` for Megatron output).
 
     ``source_sha256``: the input's sha256 when the caller took it already; the file is then not
-    hashed again while it is read, and the caller must make sure it did not change in between
-    (the cache task compares the input's stamp from before its hash with the one after this call)."""
+    hashed again while it is read, and the caller must make sure it did not change in between.
+    ``check_source(sha256)`` runs once the input is read through, before any output is published
+    (the sha256 is ``source_sha256`` or the one the reader took): it raises to refuse the chunk,
+    and then nothing is left at the outputs' names (the cache task compares the input's stamp
+    from before its hash with the one now)."""
     started = time.perf_counter()
     output_url, errors_url = output_names(input_url, output_dir)
     if options.split_sentences:
@@ -140,9 +145,11 @@ def cache_file(
         chunk = open_chunk(tmp, input_url, output_dir, processor, options, stats, storage_options)
         try:
             _cache_batches(reader, processor, chunk, log, stats, options.encode_width)
+            stats.source_sha256 = source_sha256 or reader.sha256
+            if check_source is not None:
+                check_source(stats.source_sha256)
             log.enforce_rate(stats.rows_read, options.max_error_rate, errors_url, storage_options)
             chunk.finish()
-            stats.source_sha256 = source_sha256 or reader.sha256
             stats.skipped = log.counts
             pad = resolve_pad_value(processor, options.pack_size, options.pad_value)
             chunk.close(output_attrs(processor, options, stats, pad))

@@ -50,10 +50,12 @@ from pipeline_core.tokenizer.probe import Mismatch
 DEFAULT_RESET_EVERY_CHARS = 80_000_000
 # Another interval, in characters (0: never rebuild), where speed on huge chunks matters more.
 RESET_ENV = "H5PIPE_GIGATOKEN_RESET_CHARS"
-# ... and only once the process has grown by this much since the tokenizer was loaded. On the
-# bench's 400 MB corpus (pt, pack 2048, never rebuilt) RSS grew 157 -> 430 MiB in all, in 32 MiB
-# steps as the cache doubles, ~130 MiB of it after the stage's own batches were in memory.
-DEFAULT_CACHE_BUDGET_MB = 128
+# ... and only once the process has grown by this much since the tokenizer was loaded. The growth
+# counts the stage's own batches in flight too: on the bench's 400 MB pt corpus the process grew
+# 161 -> 308 MiB within the first interval, and the rebuild that 128 MiB called for freed only
+# ~40 MiB. With 256, that job rebuilds 0-1 times instead of 2-4 at an equal peak (1 GB chunk:
+# +2%; text full of new words: +3%, rebuilt as often as with 128; docs/performance.md).
+DEFAULT_CACHE_BUDGET_MB = 256
 CACHE_BUDGET_ENV = "H5PIPE_GIGATOKEN_CACHE_MB"
 _FROM_ENV = object()
 

@@ -205,11 +205,11 @@ def test_the_real_resident_size_is_read_where_there_is_proc():
     assert 60 << 20 <= grown <= 80 << 20
 
 
-@pytest.mark.parametrize(("value", "budget"), [("", 128 << 20), ("256", 256 << 20), ("0.5", 1 << 19), ("0", 0)])
+@pytest.mark.parametrize(("value", "budget"), [("", 256 << 20), ("128", 128 << 20), ("0.5", 1 << 19), ("0", 0)])
 def test_cache_budget_comes_from_the_environment(tokenizer_json, monkeypatch, value, budget):
     from pipeline_core.tokenizer.gigatoken import CACHE_BUDGET_ENV, DEFAULT_CACHE_BUDGET_MB
 
-    assert DEFAULT_CACHE_BUDGET_MB == 128
+    assert DEFAULT_CACHE_BUDGET_MB == 256
     monkeypatch.setenv(CACHE_BUDGET_ENV, value)
     assert GigatokenBackend(tokenizer_json, lazy=True)._budget == budget
     assert GigatokenBackend(tokenizer_json, lazy=True, cache_budget_bytes=7)._budget == 7  # an argument wins
