@@ -264,7 +264,7 @@ def markdown(report: dict, table: list[Line]) -> str:
         machine_markdown(report["machine"]),
         f"- corpus: {corpus['text_bytes'] / 1e6:.1f} MB of text in {corpus['documents']:,} documents "
         f"(stdlib sources + shared fixtures), {corpus['chunks']} chunk(s) of ~{corpus['chunk_mb']} MB; "
-        f"GPT-2 tokenizer; best of {report['repeat']} run(s), each in a fresh process",
+        f"GPT-2 tokenizer; best of {report['repeat']} run(s), each in a fresh process, taken in rounds over the rows",
         "",
         markdown_table(HEADER, table_rows(table)),
         "",

@@ -1,4 +1,5 @@
 """Run one row in a fresh process, R times; keep the best wall time, every peak RSS and the highest.
+Several rows take their runs in rounds (``measure_rounds``).
 
 Peak RSS is the larger of (a) the child's own ``ru_maxrss`` (exact, but blind to helpers that
 run beside it) and (b) the sum of RSS over the child's whole process tree, sampled every
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,19 +101,61 @@ def run_once(name: str, corpus: Path, work: Path, log: Path) -> tuple[dict, int]
 
 
 def measure(name: str, corpus: Path, work_root: Path, repeat: int, log: Path) -> Result:
-    runs, peaks, best = [], [], None
-    try:
-        for i in range(repeat):
-            work = work_root / f"{_slug(name)}-{i}"
-            out, sampled = run_once(name, corpus, work, log)
-            shutil.rmtree(work, ignore_errors=True)
-            runs.append(out["seconds"])
-            peaks.append(max(sampled, out["peak_rss_self"]))
-            if best is None or out["seconds"] < best["seconds"]:
-                best = out
-    except RuntimeError as err:
-        return Result(name, float("nan"), None, 0, runs, {}, str(err), peaks)
-    return Result(name, best["seconds"], best["tokens"], max(peaks), runs, best["detail"], peaks=peaks)
+    """``repeat`` fresh runs of one row: its best time, every peak and the highest."""
+    return measure_rounds([(name, repeat)], corpus, work_root, log)[0]
+
+
+def measure_rounds(
+    wanted: list[tuple[str, int]],
+    corpus: Path,
+    work_root: Path,
+    log: Path,
+    progress: Callable[[int, str, float | str], None] | None = None,
+) -> list[Result]:
+    """``measure`` of several rows, ``(name, repeat)`` each, their repetitions taken in rounds:
+    round i runs, in order, every row that wants an i-th run and has not failed. On a shared
+    machine a slow spell then falls on every row alike instead of on all runs of one, and the
+    report compares rows with each other (a row's "of gigatoken" is two rows' best times).
+    ``progress(round, name, seconds or error)`` is called after each run."""
+    tallies = [_Tally(name) for name, _ in wanted]
+    for i in range(max((repeat for _, repeat in wanted), default=0)):
+        for tally, (_, repeat) in zip(tallies, wanted, strict=True):
+            if i < repeat and tally.error is None:
+                tally.run(corpus, work_root / f"{_slug(tally.name)}-{i}", log)
+                if progress is not None:
+                    progress(i, tally.name, tally.error or tally.runs[-1])
+    return [tally.result() for tally in tallies]
+
+
+@dataclass
+class _Tally:
+    """One row's runs so far."""
+
+    name: str
+    runs: list[float] = field(default_factory=list)
+    peaks: list[int] = field(default_factory=list)
+    best: dict | None = None
+    error: str | None = None
+
+    def run(self, corpus: Path, work: Path, log: Path) -> None:
+        try:
+            out, sampled = run_once(self.name, corpus, work, log)
+        except RuntimeError as err:  # the row's later runs are skipped; its result says why
+            self.error = str(err)
+            return
+        shutil.rmtree(work, ignore_errors=True)
+        self.runs.append(out["seconds"])
+        self.peaks.append(max(sampled, out["peak_rss_self"]))
+        if self.best is None or out["seconds"] < self.best["seconds"]:
+            self.best = out
+
+    def result(self) -> Result:
+        if self.error is not None or self.best is None:
+            return Result(self.name, float("nan"), None, 0, self.runs, {}, self.error or "no run", self.peaks)
+        best = self.best
+        return Result(
+            self.name, best["seconds"], best["tokens"], max(self.peaks), self.runs, best["detail"], peaks=self.peaks
+        )
 
 
 def _slug(name: str) -> str:

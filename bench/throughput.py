@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import chat_whole, machine, report, whole  # noqa: E402
 from bench.corpus import Corpus, CorpusSpec, build  # noqa: E402
 from bench.rows import MEMORY, RERUN, ROWS, Row  # noqa: E402
-from bench.runner import Result, measure  # noqa: E402
+from bench.runner import Result, measure, measure_rounds  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 RERUN_CHUNKS = 100
@@ -90,14 +90,21 @@ def missing(row: Row) -> str | None:
     return None
 
 
+def _progress(i: int, name: str, outcome: float | str) -> None:
+    print(f"    round {i + 1}: {name}: {outcome if isinstance(outcome, str) else f'{outcome:.2f} s'}", flush=True)
+
+
 def run_rows(rows: list[Row], corpus: Corpus, run_dir: Path, repeat: int) -> list[Result]:
-    results = []
-    for row in rows:
-        started = time.perf_counter()
-        result = measure(row.name, corpus.root, run_dir / "work", max(repeat, row.runs), run_dir / "rows.log")
+    """Every row's runs, in rounds (see runner.measure_rounds)."""
+    started = time.perf_counter()
+    wanted = [(row.name, max(repeat, row.runs)) for row in rows]
+    results = measure_rounds(wanted, corpus.root, run_dir / "work", run_dir / "rows.log", _progress)
+    for result in results:
         status = result.error or f"best {result.seconds:.2f} s of {[round(s, 2) for s in result.runs]}"
-        print(f"  {row.name}: {status} ({time.perf_counter() - started:.0f} s in all)", flush=True)
-        results.append(result)
+        print(f"  {result.name}: {status}", flush=True)
+    print(
+        f"  ({len(rows)} rows in {max((r for _, r in wanted), default=0)} rounds, {time.perf_counter() - started:.0f} s)"
+    )
     return results
 
 
