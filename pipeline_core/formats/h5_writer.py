@@ -1,7 +1,8 @@
 """H5Writer: the streaming writer of the HDF5 layout ``formats.h5`` describes and reads.
 
 Datasets are buffered while small and written whole, contiguous, at close; larger ones become
-chunked datasets that grow batch by batch. ``save_h5`` writes a whole dict of tensors at once.
+chunked datasets that grow batch by batch, written by a thread of the writer's own (see
+``WriteBehind``). ``save_h5`` writes a whole dict of tensors at once.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ import numpy as np
 
 from pipeline_core.formats.h5 import COMPLETE_ATTR, NARROWED_ATTR, OFFSETS_SUFFIX, data_keys, encode_attr
 from pipeline_core.formats.ragged import Ragged
+from pipeline_core.formats.write_behind import WriteBehind
 from pipeline_core.storage.fs import join_url, local_staging, url_to_fs
 from pipeline_core.version import FORMAT_VERSION
 
 FLAT_CHUNK = 1 << 18  # elements per HDF5 chunk of a flat dataset (1 MiB of int32)
 SMALL_BYTES = 8 << 20  # a dataset that stays under this is written whole at close, exactly its size
+# HDF5's chunk cache per dataset. Appends fill each chunk once, in order, so two chunks are all a
+# writer needs; with HDF5's default here (8 MiB) a 10 MB chunk's ids stayed in the cache and were
+# written by the close, in the caller's thread, instead of by the write-behind thread.
+CHUNK_CACHE_BYTES = 2 << 20
 COMPRESSIONS = (None, "gzip", "lzf")
 
 
@@ -29,6 +35,7 @@ class _Column:
     chunks: tuple[int, ...]
     pending: list[np.ndarray] = field(default_factory=list)
     pending_bytes: int = 0
+    chunked: bool = False  # set when it grows; its dataset is then created by the writer thread
     dataset: h5py.Dataset | None = None
 
 
@@ -47,7 +54,7 @@ class H5Writer:
     def __init__(self, path: str, compression: str | None = None, narrow: dict[str, np.dtype] | None = None) -> None:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression={compression!r} is not one of {COMPRESSIONS}; use gzip, lzf or None")
-        self.file = h5py.File(path, "w", libver="latest")
+        self.file = h5py.File(path, "w", libver="latest", rdcc_nbytes=CHUNK_CACHE_BYTES)
         self.file.attrs["format_version"] = str(FORMAT_VERSION)  # h5py stores plain str only
         if compression:
             self.file.attrs["compression"] = compression
@@ -55,6 +62,7 @@ class H5Writer:
         self._columns: dict[str, _Column] = {}
         self._narrowed: dict[str, str] = {}
         self._ends: dict[str, int] = {}
+        self._behind: WriteBehind | None = None  # started with the first chunked dataset
 
     def append_ragged(self, key: str, ragged: Ragged) -> None:
         self._append(key, ragged.values, (FLAT_CHUNK,))
@@ -81,8 +89,8 @@ class H5Writer:
         size = values.nbytes  # before narrowing: when a dataset turns chunked stays as it was
         if key in self.narrow:  # by numpy, checked to fit above: HDF5's own conversion is slower
             values = values.astype(column.dtype, copy=False)
-        if column.dataset is not None:
-            _extend(column.dataset, values)
+        if column.chunked:
+            self._write_behind(_extend_column, column, values)
             return
         column.pending.append(values)
         column.pending_bytes += size
@@ -111,13 +119,27 @@ class H5Writer:
 
     def _grow(self, key: str, column: _Column) -> None:
         data = _joined(column)
+        column.pending, column.pending_bytes, column.chunked = [], 0, True
+        self._write_behind(self._create, key, column, data)
+
+    def _create(self, key: str, column: _Column, data: np.ndarray) -> None:
+        """In the writer thread, like every change to the file until the next wait: the file's
+        bytes then come out the same whatever the threads' timing."""
         shape = (0, *data.shape[1:])
         maxshape = (None, *data.shape[1:])
         column.dataset = self.file.create_dataset(
             key, shape=shape, maxshape=maxshape, dtype=column.dtype, chunks=column.chunks, **self._filters()
         )
-        column.pending, column.pending_bytes = [], 0
         _extend(column.dataset, data)
+
+    def _write_behind(self, write, *args) -> None:
+        if self._behind is None:
+            self._behind = WriteBehind()
+        self._behind.submit(write, *args)
+
+    def _wait_writes(self) -> None:
+        if self._behind is not None:
+            self._behind.wait()
 
     def _write_whole(self, key: str, column: _Column) -> None:
         data = _joined(column)
@@ -131,8 +153,9 @@ class H5Writer:
 
     def flush(self) -> None:
         """Write every dataset still held in memory (the file then holds every key appended to)."""
+        self._wait_writes()
         for key, column in self._columns.items():
-            if column.dataset is None:
+            if not column.chunked and column.dataset is None:
                 self._write_whole(key, column)
         if self._narrowed:
             self.file.attrs[NARROWED_ATTR] = encode_attr(self._narrowed)
@@ -142,14 +165,20 @@ class H5Writer:
         return data_keys(self.file)
 
     def set_attrs(self, attrs: dict) -> None:
+        self._wait_writes()
         for name, value in attrs.items():
             self.file.attrs[name] = encode_attr(value)
 
     def close(self, complete: bool = True) -> None:
-        self.flush()
-        if complete:
-            self.file.attrs[COMPLETE_ATTR] = True
-        self.file.close()
+        """Closed whatever happens; ``complete`` is set only once every write has succeeded."""
+        try:
+            self.flush()
+            if complete:
+                self.file.attrs[COMPLETE_ATTR] = True
+        finally:
+            if self._behind is not None:
+                self._behind.shutdown()  # flush waited for its writes, raised or not
+            self.file.close()
 
 
 def _joined(column: _Column) -> np.ndarray:
@@ -158,6 +187,10 @@ def _joined(column: _Column) -> np.ndarray:
     if len(column.pending) == 1:
         return np.asarray(column.pending[0], dtype=column.dtype)
     return np.concatenate(column.pending).astype(column.dtype, copy=False)
+
+
+def _extend_column(column: _Column, values: np.ndarray) -> None:
+    _extend(column.dataset, values)
 
 
 def _extend(dataset: h5py.Dataset, values: np.ndarray) -> None:
