@@ -36,6 +36,7 @@ class _Column:
     pending: list[np.ndarray] = field(default_factory=list)
     pending_bytes: int = 0
     chunked: bool = False  # set when it grows; its dataset is then created by the writer thread
+    whole: bool = False  # set when it is written whole, before the write: a failed one is not retried
     dataset: h5py.Dataset | None = None
 
 
@@ -143,10 +144,10 @@ class H5Writer:
 
     def _write_whole(self, key: str, column: _Column) -> None:
         data = _joined(column)
+        column.pending, column.pending_bytes, column.whole = [], 0, True  # its name exists even if the write fails
         chunks = data.shape if self.compression and data.size else None
         options = self._filters() if chunks else {}
         column.dataset = self.file.create_dataset(key, data=data, dtype=column.dtype, chunks=chunks, **options)
-        column.pending, column.pending_bytes = [], 0
 
     def _filters(self) -> dict:
         return {"compression": self.compression} if self.compression else {}
@@ -155,7 +156,7 @@ class H5Writer:
         """Write every dataset still held in memory (the file then holds every key appended to)."""
         self._wait_writes()
         for key, column in self._columns.items():
-            if not column.chunked and column.dataset is None:
+            if not column.chunked and not column.whole:
                 self._write_whole(key, column)
         if self._narrowed:
             self.file.attrs[NARROWED_ATTR] = encode_attr(self._narrowed)
