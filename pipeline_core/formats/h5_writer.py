@@ -2,7 +2,7 @@
 
 Datasets are buffered while small and written whole, contiguous, at close; larger ones become
 chunked datasets that grow batch by batch, written by a thread of the writer's own (see
-``WriteBehind``). ``save_h5`` writes a whole dict of tensors at once.
+``formats.write_behind``). ``save_h5`` writes a whole dict of tensors at once.
 """
 
 from __future__ import annotations
