@@ -8,6 +8,7 @@ chunked datasets that grow batch by batch, written by a thread of the writer's o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import h5py
 import numpy as np
@@ -35,8 +36,9 @@ class _Column:
     chunks: tuple[int, ...]
     pending: list[np.ndarray] = field(default_factory=list)
     pending_bytes: int = 0
-    chunked: bool = False  # set when it grows; its dataset is then created by the writer thread
-    whole: bool = False  # set when it is written whole, before the write: a failed one is not retried
+    # "pending" while buffered; "chunked" once it grows (its dataset is created by the writer
+    # thread); "whole" once written whole at close, set before the write so a failed one is not retried
+    state: Literal["pending", "chunked", "whole"] = "pending"
     dataset: h5py.Dataset | None = None
 
 
@@ -90,7 +92,7 @@ class H5Writer:
         size = values.nbytes  # before narrowing: when a dataset turns chunked stays as it was
         if key in self.narrow:  # by numpy, checked to fit above: HDF5's own conversion is slower
             values = values.astype(column.dtype, copy=False)
-        if column.chunked:
+        if column.state == "chunked":
             self._write_behind(_extend_column, column, values)
             return
         column.pending.append(values)
@@ -120,7 +122,7 @@ class H5Writer:
 
     def _grow(self, key: str, column: _Column) -> None:
         data = _joined(column)
-        column.pending, column.pending_bytes, column.chunked = [], 0, True
+        column.pending, column.pending_bytes, column.state = [], 0, "chunked"
         self._write_behind(self._create, key, column, data)
 
     def _create(self, key: str, column: _Column, data: np.ndarray) -> None:
@@ -144,7 +146,7 @@ class H5Writer:
 
     def _write_whole(self, key: str, column: _Column) -> None:
         data = _joined(column)
-        column.pending, column.pending_bytes, column.whole = [], 0, True  # its name exists even if the write fails
+        column.pending, column.pending_bytes, column.state = [], 0, "whole"  # its name exists even if the write fails
         chunks = data.shape if self.compression and data.size else None
         options = self._filters() if chunks else {}
         column.dataset = self.file.create_dataset(key, data=data, dtype=column.dtype, chunks=chunks, **options)
@@ -156,7 +158,7 @@ class H5Writer:
         """Write every dataset still held in memory (the file then holds every key appended to)."""
         self._wait_writes()
         for key, column in self._columns.items():
-            if not column.chunked and not column.whole:
+            if column.state == "pending":
                 self._write_whole(key, column)
         if self._narrowed:
             self.file.attrs[NARROWED_ATTR] = encode_attr(self._narrowed)
