@@ -1,4 +1,5 @@
-"""cache_flow: every JSONL chunk -> HDF5, one mapped task per chunk, cached on content."""
+"""cache_flow: every JSONL chunk -> HDF5, in mapped tasks (one per chunk, or per group of small
+chunks: flows/batching.py), each chunk cached on its content."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 from prefect import flow
 from prefect.logging import get_run_logger
 
-from flows.batching import batches, stamp_size
+from flows.batching import batches, shares_tasks, stamp_size
 from flows.chunks import (
     ChunkOutcome,
     blame_upstream,
@@ -139,14 +140,13 @@ def _run_todo(
     """hash + cache tasks for the chunks the plan could not reuse; indices are positions in ``plan.todo``."""
     if not plan.todo:
         return ChunkOutcome()
-    urls = [inputs[i] for i in plan.todo]
-    if runs_in_groups(run):
-        todo = [committed[i] for i in plan.todo]
+    urls, todo = [inputs[i] for i in plan.todo], [committed[i] for i in plan.todo]
+    sizes = [stamp_size(plan.stamps[i]) for i in plan.todo]  # None where a chunk has no stamp
+    grouped = runs_in_groups(run)
+    if not grouped and (groups := batches(sizes, run.max_workers)) is not None:
+        return _run_batches(plan, groups, job, urls, todo, storage, progress, committer)
+    if grouped or shares_tasks(sizes, run.max_workers):
         return run_groups(plan, task, job, urls, todo, storage, progress, committer, run)
-    groups = batches([stamp_size(plan.stamps[i]) for i in plan.todo], run.max_workers)
-    if groups is not None:
-        return _run_batches(plan, groups, job, urls, [committed[i] for i in plan.todo], storage, progress, committer)
-    todo = [committed[i] for i in plan.todo]
     digests, futures = [], []  # each chunk's task is submitted as soon as its digest is taken
     stamps = plan.todo_stamps(run.trust_stamps)
     for found, entry, stamp in zip(hashed_here_or_by_task(urls, storage, run.max_workers), todo, stamps):

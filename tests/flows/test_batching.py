@@ -48,6 +48,7 @@ def test_batched_chunks_write_the_files_one_task_per_chunk_writes(gpt2_path, twe
     assert batches([1] * 12, p.run.max_workers) is not None  # this job is batched
     first = cache_flow(p)
     monkeypatch.setattr(batching, "SMALL_CHUNK_BYTES", 0)  # every chunk its own task
+    monkeypatch.setattr(batching, "TASK_BYTES", 0)
     single = cache_flow(params(gpt2_path, twelve_chunks, tmp_path / "single", pack_size=256, pad_value=0))
     assert len(digests(tmp_path / "batched")) == 12
     assert digests(tmp_path / "batched") == digests(tmp_path / "single")

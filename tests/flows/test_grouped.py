@@ -47,7 +47,8 @@ def job(gpt2_path, inputs, output, runner: str, trust: bool = True):
 def test_processes_write_what_threads_write_and_each_runner_reuses_the_others_cache(
     gpt2_path, five_chunks, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(batching, "SMALL_CHUNK_BYTES", 0)  # threads: a task per chunk, as for chunks of 4 MB+
+    monkeypatch.setattr(batching, "SMALL_CHUNK_BYTES", 0)  # threads: a task per chunk, as for chunks of 64 MB+
+    monkeypatch.setattr(batching, "TASK_BYTES", 0)
     threads = cache_flow(job(gpt2_path, five_chunks, tmp_path / "threads", "threads"))
     processes = cache_flow(job(gpt2_path, five_chunks, tmp_path / "processes", "processes"))
     assert processes["cached"] == [False] * 5 and len(digests(tmp_path / "processes")) == 5
