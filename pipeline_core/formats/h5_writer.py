@@ -112,8 +112,10 @@ class H5Writer:
         stored = self.narrow.get(key)
         if stored is None or not values.size or np.dtype(stored) == values.dtype:
             return
-        low, high = int(values.min()), int(values.max())
         info = np.iinfo(stored)
+        if _fits_unsigned(values, info):
+            return
+        low, high = int(values.min()), int(values.max())
         if low < info.min or high > info.max:
             raise ValueError(
                 f"{key}: value {high if high > info.max else low} does not fit the stored {np.dtype(stored)} "
@@ -182,6 +184,16 @@ class H5Writer:
             if self._behind is not None:
                 self._behind.shutdown()  # flush waited for its writes, raised or not
             self.file.close()
+
+
+def _fits_unsigned(values: np.ndarray, info: np.iinfo) -> bool:
+    """True when signed or unsigned integers fit the unsigned ``info`` type, in one pass over them:
+    viewed as unsigned of their own width, a negative value is above any narrower maximum. False
+    also when the test does not apply (a signed stored type, other dtypes): check both ends then."""
+    if info.min != 0 or values.dtype.kind not in "iu" or values.dtype.itemsize * 8 <= info.bits:
+        return False
+    unsigned = values.view(np.dtype(f"u{values.dtype.itemsize}"))
+    return int(unsigned.max()) <= info.max
 
 
 def _joined(column: _Column) -> np.ndarray:

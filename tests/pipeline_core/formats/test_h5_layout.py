@@ -101,3 +101,12 @@ def test_an_id_that_does_not_fit_the_narrow_dtype_is_refused_not_wrapped(tmp_pat
     with pytest.raises(ValueError, match="65536 does not fit the stored uint16"):
         writer.append_ragged("input_ids", Ragged.from_lists([np.array([1, 65536], np.int32)], dtype=np.int32))
     writer.close(complete=False)
+
+
+@pytest.mark.parametrize("bad", [-1, -65536, np.iinfo(np.int32).min, 65535 + 1, np.iinfo(np.int32).max])
+def test_a_negative_or_too_large_id_is_refused_by_the_one_pass_check(tmp_path, bad):
+    writer = H5Writer(str(tmp_path / "x.h5"), narrow={"input_ids": np.uint16})
+    ids = np.array([0, 65535, bad, 7], np.int32)
+    with pytest.raises(ValueError, match=f"value {bad} does not fit the stored uint16"):
+        writer.append_ragged("input_ids", Ragged.from_lists([ids], dtype=np.int32))
+    writer.close(complete=False)
