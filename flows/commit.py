@@ -76,20 +76,27 @@ class Committer:
     def commit(self, results: list) -> list[str]:
         """The final write: exactly this run's outputs, after everything else. The files of the
         outputs it drops (their input is gone, or a smaller export replaced the set) are removed
-        after the manifest no longer lists them; returns their URLs."""
+        after the manifest no longer lists them, and the manifest names them under ``dropping``
+        until they are gone: a run killed in between leaves them to the next run's commit, which
+        removes them too (unless it writes them again). Returns the URLs removed."""
         names = {f.url.rsplit("/", 1)[-1] for r in results for f in r.files()}
         dropped = [e for k, e in self.manifest.entries.items() if k not in names]
+        # an earlier run's, killed midway, that this run did not write again
+        left = [url for url in self.manifest.dropping if url.rsplit("/", 1)[-1] not in names]
+        urls = list(dict.fromkeys([url for entry in dropped for url in self._entry_files(entry)] + left))
         self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if k in names}
         self.manifest.complete = True
+        self.manifest.dropping = urls
         self._save()
-        return [url for entry in dropped for url in self._remove_files(entry)]
-
-    def _remove_files(self, entry: ManifestEntry) -> list[str]:
-        result = entry.extra.get("result") or {}
-        urls = [join_url(self.output_dir, entry.name)] + [result["errors_url"]] * bool(result.get("errors_url"))
         for url in urls:
             remove_quietly(url, self.storage_options)
+        self.manifest.dropping = []
+        self._save()
         return urls
+
+    def _entry_files(self, entry: ManifestEntry) -> list[str]:
+        result = entry.extra.get("result") or {}
+        return [join_url(self.output_dir, entry.name)] + [result["errors_url"]] * bool(result.get("errors_url"))
 
     def _save(self) -> None:
         """Atomically, and not at all when nothing changed: a no-op rerun leaves the folder as it was."""

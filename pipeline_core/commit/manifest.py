@@ -44,6 +44,9 @@ class Manifest:
     format_version: str = FORMAT_VERSION
     entries: dict[str, ManifestEntry] = field(default_factory=dict)
     complete: bool = True  # False while a run is writing the folder: its set of outputs is not final
+    # URLs of dropped outputs' files being removed: written with the manifest that stops listing
+    # them, emptied once they are gone, so a run killed in between leaves them for the next to remove
+    dropping: list[str] = field(default_factory=list)
 
     def to_json(self) -> bytes:
         body = {
@@ -53,6 +56,8 @@ class Manifest:
             "complete": self.complete,
             "entries": {k: asdict(v) for k, v in sorted(self.entries.items())},
         }
+        if self.dropping:  # absent when empty: the bytes of a manifest without any stay as they were
+            body["dropping"] = sorted(self.dropping)
         return json.dumps(body, indent=2, sort_keys=True).encode("utf-8")
 
     @classmethod
@@ -60,7 +65,12 @@ class Manifest:
         body = json.loads(data)
         entries = {k: ManifestEntry(**v) for k, v in body.get("entries", {}).items()}
         return cls(
-            body["stage"], body["config_hash"], body.get("format_version", ""), entries, body.get("complete", True)
+            body["stage"],
+            body["config_hash"],
+            body.get("format_version", ""),
+            entries,
+            body.get("complete", True),
+            list(body.get("dropping", [])),
         )
 
     def outputs(self, suffix: str) -> list[str]:
