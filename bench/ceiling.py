@@ -8,7 +8,7 @@ output, packing and the per-row checks come on top. This script measures the thr
 process, ``--repeat`` times in rounds, and prints the best of each and the share of raw
 gigatoken's speed that the bound leaves:
 
-    python bench/ceiling.py --size-mb 400 --chunk-mb 10 --repeat 3
+    python -m bench.ceiling --size-mb 400 --chunk-mb 10 --repeat 3   # from the project root
 """
 
 from __future__ import annotations
