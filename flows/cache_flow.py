@@ -26,7 +26,7 @@ from flows.params import CacheParams, RunOptions, redacted
 from flows.plan import Plan, merged, plan_chunks, stamp_outputs
 from flows.reporting import Progress, publish_cache_report, tail_warning
 from flows.run_record import save_run_record
-from flows.runners import default_task_runner, run_here_or_on_runner, tasks_at_once
+from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
 from pipeline_core.commit.lock import FolderLock
 from pipeline_core.commit.quarantine import ErrorRateExceeded, error_rate_problem
@@ -193,8 +193,8 @@ def _cache_run_locked(params: CacheParams) -> dict:
     sweep_outputs(params.output, storage, logger)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
     committed, outputs, plan = rerun_plan(params, job, inputs, committer, storage)
-    # when chunk tasks run at once they keep the cores busy already: each then encodes one batch at a time
-    job = job.model_copy(update={"encode_width": encode_width(tasks_at_once(params.run, len(plan.todo)))})
+    # H5PIPE_ENCODE_AHEAD as this process reads it, for workers elsewhere too
+    job = job.model_copy(update={"encode_width": encode_width()})
     logger.info(
         "caching %d chunk(s) into %s with %s; %d unchanged since the manifest's run, reused without a task",
         len(inputs),

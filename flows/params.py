@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from pipeline_core.formats.jsonl import BATCH_BYTES
+from pipeline_core.formats.jsonl import BATCH_BYTES, BATCH_ROWS
 from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec
 
 
@@ -181,7 +181,7 @@ class CacheParams(BaseModel):
     )
     max_row_bytes: int | None = Field(32 << 20, gt=0, description="longer lines are quarantined unparsed")
     min_samples: int = Field(1, ge=0, description="fail a run writing fewer samples (0: an empty run succeeds)")
-    batch_size: int = Field(1024, gt=0, description="a batch ends after this many rows")
+    batch_size: int = Field(BATCH_ROWS, gt=0, description="a batch ends after this many rows")
     batch_bytes: int | None = Field(
         BATCH_BYTES, gt=0, description="... or before this many bytes of JSON: the stage's memory follows it"
     )

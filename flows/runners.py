@@ -95,15 +95,6 @@ def local_cluster_kwargs(run: RunOptions) -> dict:
     return {"n_workers": run.max_workers, "threads_per_worker": 1, "processes": True}
 
 
-def tasks_at_once(run: RunOptions, chunks: int) -> int:
-    """How many chunk tasks share this machine's cores at once: ``max_workers`` of them (threads,
-    worker processes, a local Dask cluster) when there are that many chunks; 1 on a Dask cluster
-    elsewhere, whose workers' cores this process cannot see."""
-    if run.task_runner == "dask" and run.dask_address:
-        return 1
-    return max(1, min(run.max_workers, chunks))
-
-
 def has_worker_processes(run: RunOptions) -> bool:
     """True when the runner's tasks run in other processes (``processes``, Dask's worker processes)."""
     if run.task_runner == "dask":

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from pipeline_core.commit.standing import Published
-from pipeline_core.formats.jsonl import BATCH_BYTES
+from pipeline_core.formats.jsonl import BATCH_BYTES, BATCH_ROWS
 
 # compression and position_ids: keyed below, only away from their defaults
 UNKEYED_OPTIONS = ("batch_size", "batch_bytes", "max_error_rate", "compression", "position_ids", "encode_width")
@@ -34,7 +34,7 @@ class CacheJob(BaseModel):
     on_error: str = "skip"
     max_error_rate: float | None = None
     max_row_bytes: int | None = 32 << 20
-    batch_size: int = 1024
+    batch_size: int = BATCH_ROWS
     batch_bytes: int | None = BATCH_BYTES
     compression: str | None = None
     position_ids: str = "stored"

@@ -117,6 +117,29 @@ def concat_ragged(parts: Sequence[Ragged]) -> Ragged:
     return Ragged(values, out_offsets)
 
 
+def wrap_rows(ragged: Ragged, prefix: np.ndarray, suffix: np.ndarray) -> Ragged:
+    """Every sequence between ``prefix`` and ``suffix`` (a document between bos and eos): the same as
+    ``concat_ragged([tile_rows(prefix, n), ragged, tile_rows(suffix, n)])``, in one pass over the
+    values instead of one per part."""
+    prefix, suffix = np.asarray(prefix), np.asarray(suffix)
+    dtype = np.result_type(ragged.values.dtype, prefix.dtype, suffix.dtype)
+    p, s = prefix.size, suffix.size
+    offsets = ragged.offsets + np.arange(len(ragged) + 1, dtype=np.int64) * (p + s)
+    values = np.empty(int(offsets[-1]), dtype=dtype)
+    own = np.ones(values.size, dtype=bool)  # the slots of the sequences' own items
+    for j in range(p):
+        _fill(values, own, offsets[:-1] + j, prefix[j])
+    for j in range(s):
+        _fill(values, own, offsets[1:] - s + j, suffix[j])
+    values[own] = ragged.values
+    return Ragged(values, offsets)
+
+
+def _fill(values: np.ndarray, own: np.ndarray, at: np.ndarray, value) -> None:
+    values[at] = value
+    own[at] = False
+
+
 def tile_rows(seq: np.ndarray, n: int) -> Ragged:
     """The same sequence repeated as ``n`` rows (e.g. a format string shared by a batch)."""
     seq = np.asarray(seq)

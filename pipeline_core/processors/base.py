@@ -156,6 +156,18 @@ def require_text(row: dict, key: str) -> str:
     return value
 
 
+def plain_texts(rows: list, key: str) -> list[str] | None:
+    """``[require_text(row, key) for row in rows]`` when every row passes it, with no Python call
+    per row; None when some row does not (take the row-by-row path then, for its reasons)."""
+    try:
+        texts = [row[key] for row in rows]
+    except (KeyError, TypeError, IndexError):
+        return None
+    if all(type(t) is str and t and not t.isspace() for t in texts):
+        return texts
+    return None
+
+
 def is_blank(text: str) -> bool:
     """Empty or whitespace only: ``not text.strip()`` without copying the text."""
     return not text or text.isspace()

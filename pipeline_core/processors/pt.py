@@ -15,8 +15,15 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline_core.errors import ConfigError
-from pipeline_core.formats.ragged import Ragged, concat_ragged, tile_rows
-from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, require_text, split_valid
+from pipeline_core.formats.ragged import Ragged, wrap_rows
+from pipeline_core.processors.base import (
+    ProcessedBatch,
+    Processor,
+    ProcessorFactory,
+    plain_texts,
+    require_text,
+    split_valid,
+)
 from pipeline_core.processors.length import over_length, truncate
 
 
@@ -58,8 +65,8 @@ class PretrainProcessor(Processor):
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
         if len(self.text_keys) > 1:
             return self._several_keys(rows)
-        good, positions, errors = split_valid(rows, lambda r: (self._norm(require_text(r, self.text_key)),))
-        seq = self._documents([g[0] for g in good])
+        texts, positions, errors = self._texts(rows)
+        seq = self._documents(texts)
         keep, long_errors, truncated = over_length(seq.lengths, None, self.max_length, self.overflow)
         if truncated:
             seq = truncate(seq, np.full(len(seq), self.max_length))
@@ -67,9 +74,19 @@ class PretrainProcessor(Processor):
         errors.sort(key=lambda x: x[0])
         return ProcessedBatch({"sequence": seq.keep(keep)}, positions[keep], errors, truncated)
 
+    def _texts(self, rows: list[dict]) -> tuple[list[str], np.ndarray, list]:
+        """(normalized texts of the good rows, their positions, errors of the others)."""
+        texts = plain_texts(rows, self.text_key)
+        if texts is None:
+            good, positions, errors = split_valid(rows, lambda r: (self._norm(require_text(r, self.text_key)),))
+            return [g[0] for g in good], positions, errors
+        if self.normalizer is not None:
+            texts = list(map(self.normalizer, texts))
+        return texts, np.arange(len(texts), dtype=np.int64), []
+
     def _documents(self, texts: list[str]) -> Ragged:
         ids = self.tokenizer.encode_ragged(texts)
-        return concat_ragged([tile_rows(self._bos, len(ids)), ids, tile_rows(self._eos, len(ids))])
+        return wrap_rows(ids, self._bos, self._eos)
 
     def _several_keys(self, rows: list[dict]) -> ProcessedBatch:
         fields = lambda r: tuple(self._norm(require_text(r, k)) for k in self.text_keys)  # noqa: E731

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 
 from pipeline_core.commit.quarantine import ErrorLog
 from pipeline_core.errors import ConfigError
 from pipeline_core.formats.h5_writer import H5Writer
-from pipeline_core.formats.jsonl import JsonlReader, LineBatch
+from pipeline_core.formats.jsonl import LineBatch
 from pipeline_core.formats.keys import KeyLayout
 from pipeline_core.formats.megatron.mindspeed import MindSpeedSink
 from pipeline_core.formats.megatron.output import MegatronSink
@@ -45,6 +45,7 @@ from pipeline_core.stages.attrs import output_attrs
 from pipeline_core.stages.chunk_writer import ChunkWriter
 from pipeline_core.stages.encode_ahead import EncodeAhead, encode_width
 from pipeline_core.stages.h5_sink import H5Sink, narrowed_keys
+from pipeline_core.stages.input_stream import CacheInput, Opened, Read, StreamItem, input_stream
 from pipeline_core.stages.inputs import list_inputs
 from pipeline_core.stages.options import BATCH_SIZE, CacheOptions, OutputFormat
 from pipeline_core.stages.outputs import check_unique_outputs, output_names, output_stem
@@ -126,70 +127,134 @@ def cache_file(
     (the sha256 is ``source_sha256`` or the one the reader took): it raises to refuse the chunk,
     and then nothing is left at the outputs' names (the cache task compares the input's stamp
     from before its hash with the one now)."""
-    started = time.perf_counter()
-    output_url, errors_url = output_names(input_url, output_dir)
-    if options.split_sentences:
-        processor = SentenceProcessor(processor, options.sentence_splitter)
-    stats = CacheStats(
-        input_url=input_url,
-        output_url=output_url if options.writes_hdf5 else "",
-        pack_size=max(options.pack_size, 0),
-        output_format=options.output_format,
-        packing=options.packing if options.packed else "none",
-    )
-    log = ErrorLog(input_url, options.on_error)
-    reader = JsonlReader(
-        input_url, options.batch_size, storage_options, options.max_row_bytes, options.batch_bytes, not source_sha256
-    )
-    with _h5_staging(output_url, options, storage_options) as tmp:
-        chunk = open_chunk(tmp, input_url, output_dir, processor, options, stats, storage_options)
-        try:
-            _cache_batches(reader, processor, chunk, log, stats, options.encode_width)
-            stats.source_sha256 = source_sha256 or reader.sha256
-            if check_source is not None:
-                check_source(stats.source_sha256)
-            log.enforce_rate(stats.rows_read, options.max_error_rate, errors_url, storage_options)
-            chunk.finish()
-            stats.skipped = log.counts
-            pad = resolve_pad_value(processor, options.pack_size, options.pad_value)
-            chunk.close(output_attrs(processor, options, stats, pad))
-            # the quarantine file goes out first: the HDF5, published on leaving the block, marks completion
-            stats.errors_url = log.publish(errors_url, storage_options)
-        except BaseException:
-            chunk.discard()
-            raise
-        finally:
-            log.close()
-    stats.seconds = time.perf_counter() - started
+    one = CacheInput(input_url, source_sha256, check_source)
+    (stats,) = cache_files([one], output_dir, processor, options, storage_options)
     return stats
 
 
-def _cache_batches(
-    reader: JsonlReader,
+def cache_files(
+    inputs: Iterable[CacheInput],
+    output_dir: str,
     processor: Processor,
-    chunk: ChunkWriter,
-    log: ErrorLog,
-    stats: CacheStats,
-    width: int | None = None,
-) -> None:
-    heap = HeapTrimmer()
-    width = (width or encode_width()) if getattr(processor, "concurrent_batches", False) else 1
-    process = lambda lines: processor.process_batch(lines.rows)  # noqa: E731
-    # the next batch is read and parsed in a thread (see read_ahead) while the ones before it are
-    # encoded (see encode_ahead) and this one is written, in input order
-    with ReadAhead(reader, READ_AHEAD) as batches, EncodeAhead(process, batches, width) as processed:
-        for lines, batch in processed:
-            _cache_batch(lines, batch, chunk, log, stats)
-            del lines, batch  # free its rows before the reader parses the one after next
-            heap.after(reader.bytes_read)
+    options: CacheOptions = CacheOptions(),
+    storage_options: dict | None = None,
+) -> Iterator[CacheStats]:
+    """``cache_file`` of every input, in order, yielding each one's stats once its outputs are
+    published; one read-ahead thread and one encode pool serve them all (see ``input_stream``).
+
+    An input that fails (a bad row under ``on_error='raise'``, too many errors, a refused
+    ``check_source``, an unreadable file) leaves none of its outputs behind and raises; the
+    inputs before it are published, the ones after it are not begun. Leaving the loop early
+    discards the input in progress the same way."""
+    if options.split_sentences:
+        processor = SentenceProcessor(processor, options.sentence_splitter)
+    concurrent = getattr(processor, "concurrent_batches", False)  # else each batch in this thread, in turn
+    width = (options.encode_width or encode_width()) if concurrent else 1
+    heap, chunk, read_before = HeapTrimmer(), None, 0
+    process = partial(_process, processor)
+    stream = input_stream(inputs, options, storage_options)
+    # the next batches are read and parsed in a thread (see read_ahead) while the ones before them
+    # are encoded (see encode_ahead) and the one before those is written, in input order
+    with ReadAhead(stream, READ_AHEAD) as items, EncodeAhead(process, items, width, inline=not concurrent) as processed:
+        try:
+            for item, batch in processed:
+                if isinstance(item, Opened):
+                    chunk = _OpenChunk(item, output_dir, processor, options, storage_options)
+                elif isinstance(item, Read):
+                    read_before += chunk.reader.bytes_read
+                    stats, chunk = chunk.finish(item.sha256), None
+                    yield stats
+                else:
+                    chunk.add(item, batch)
+                    del item, batch  # free its rows before the reader parses the one after next
+                    heap.after(read_before + chunk.reader.bytes_read)
+        except BaseException:
+            if chunk is not None:
+                chunk.discard()
+            raise
 
 
-def _cache_batch(lines: LineBatch, batch: ProcessedBatch, chunk: ChunkWriter, log: ErrorLog, stats: CacheStats) -> None:
-    stats.rows_read += len(lines)
-    batch = chunk.fit(batch)
-    # one call per batch, so the quarantine file streams out in line order
-    log.add_all([*lines.errors, *((lines.lines[i], e) for i, e in batch.errors)])
-    chunk.write(batch)
+def _process(processor: Processor, item: StreamItem) -> ProcessedBatch | None:
+    return processor.process_batch(item.rows) if isinstance(item, LineBatch) else None
+
+
+class _OpenChunk:
+    """One input's outputs while its batches arrive: staged, then published by ``finish``."""
+
+    def __init__(
+        self,
+        opened: Opened,
+        output_dir: str,
+        processor: Processor,
+        options: CacheOptions,
+        storage_options: dict | None,
+    ) -> None:
+        self.started, one, self.reader = time.perf_counter(), opened.input, opened.reader
+        self.input, self.processor, self.options, self.storage_options = one, processor, options, storage_options
+        output_url, self.errors_url = output_names(one.url, output_dir)
+        self.stats = CacheStats(
+            input_url=one.url,
+            output_url=output_url if options.writes_hdf5 else "",
+            pack_size=max(options.pack_size, 0),
+            output_format=options.output_format,
+            packing=options.packing if options.packed else "none",
+        )
+        self.log = ErrorLog(one.url, options.on_error)
+        self._staging = contextlib.ExitStack()
+        try:
+            tmp = self._staging.enter_context(_h5_staging(output_url, options, storage_options))
+            self.writer = open_chunk(tmp, one.url, output_dir, processor, options, self.stats, storage_options)
+        except BaseException:
+            self._close(publish=False)
+            raise
+
+    def add(self, lines: LineBatch, batch: ProcessedBatch) -> None:
+        self.stats.rows_read += len(lines)
+        batch = self.writer.fit(batch)
+        # one call per batch, so the quarantine file streams out in line order
+        self.log.add_all([*lines.errors, *((lines.lines[i], e) for i, e in batch.errors)])
+        self.writer.write(batch)
+
+    def finish(self, sha256: str) -> CacheStats:
+        """Check the input, close the outputs and publish them: the quarantine file first, the HDF5
+        (whose ``complete`` marks completion) last."""
+        stats, options = self.stats, self.options
+        try:
+            stats.source_sha256 = sha256
+            if self.input.check_source is not None:
+                self.input.check_source(sha256)
+            self.log.enforce_rate(stats.rows_read, options.max_error_rate, self.errors_url, self.storage_options)
+            self.writer.finish()
+            stats.skipped = self.log.counts
+            pad = resolve_pad_value(self.processor, options.pack_size, options.pad_value)
+            self.writer.close(output_attrs(self.processor, options, stats, pad))
+            stats.errors_url = self.log.publish(self.errors_url, self.storage_options)
+        except BaseException:
+            self.discard()
+            raise
+        self._close(publish=True)  # the HDF5
+        stats.seconds = time.perf_counter() - self.started
+        return stats
+
+    def discard(self) -> None:
+        try:
+            self.writer.discard()
+        finally:
+            self._close(publish=False)
+
+    def _close(self, publish: bool) -> None:
+        """Leave the staging: publish the HDF5, or remove it (as on an error in its ``with``)."""
+        try:
+            if publish:
+                self._staging.close()
+            else:
+                self._staging.__exit__(_Discarded, _Discarded(), None)
+        finally:
+            self.log.close()
+
+
+class _Discarded(Exception):
+    """Thrown into the staging to leave it without publishing."""
 
 
 def _h5_staging(output_url: str, options: CacheOptions, storage_options: dict | None):
@@ -227,7 +292,6 @@ def cache_jsonl(
     urls = list_inputs(inputs, storage_options)
     check_unique_outputs(urls)
     outputs = []
-    for url in urls:
-        stats = cache_file(url, output_dir, processor, options, storage_options)
+    for stats in cache_files(map(CacheInput, urls), output_dir, processor, options, storage_options):
         outputs += [stats.output_url] if options.writes_hdf5 else list(stats.megatron_prefixes.values())
     return outputs

@@ -9,11 +9,11 @@ from typing import Literal, get_args
 
 from pipeline_core.commit.quarantine import check_max_error_rate
 from pipeline_core.errors import ConfigError
-from pipeline_core.formats.jsonl import BATCH_BYTES, check_batch_bounds
+from pipeline_core.formats.jsonl import BATCH_BYTES, BATCH_ROWS, check_batch_bounds
 from pipeline_core.formats.positions import PositionIds
 from pipeline_core.packing.stage import Packing
 
-BATCH_SIZE = 1024
+BATCH_SIZE = BATCH_ROWS
 MAX_ROW_BYTES = 32 << 20
 OutputFormat = Literal["hdf5", "megatron", "both", "mindspeed"]
 

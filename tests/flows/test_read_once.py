@@ -10,7 +10,7 @@ import pytest
 from flows.cache_flow import cache_flow
 from flows.params import RunOptions
 from pipeline_core.formats.jsonl import JsonlReader
-from pipeline_core.stages import cache as cache_stage
+from pipeline_core.stages import input_stream
 from tasks import cache as cache_task
 from tests.flows.test_cache_flow import params
 from tests.flows.test_dask import assert_same_h5
@@ -26,7 +26,7 @@ def readers(monkeypatch):
             super().__init__(url, *args, **kwargs)
             seen.append((url.rsplit("/", 1)[-1], self._hasher is not None))
 
-    monkeypatch.setattr(cache_stage, "JsonlReader", Recording)
+    monkeypatch.setattr(input_stream, "JsonlReader", Recording)
     return seen
 
 

@@ -1,11 +1,11 @@
-"""Ragged batches against plain Python lists: gather_index, concat_ragged, keep and select."""
+"""Ragged batches against plain Python lists: gather_index, concat_ragged, wrap_rows, keep and select."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline_core.formats.ragged import Ragged, concat_ragged, gather_index
+from pipeline_core.formats.ragged import Ragged, concat_ragged, gather_index, wrap_rows
 
 rows = st.lists(st.lists(st.integers(-1000, 1000), max_size=12), max_size=15)
 
@@ -36,6 +36,20 @@ def test_concat_ragged_joins_each_row_of_every_part(n, parts, data):
     assert got.values.dtype == np.result_type(*dtypes)
     assert got.offsets.dtype == np.int64 and got.offsets[0] == 0
     assert got.to_lists() == [sum((part[i] for part in lists), []) for i in range(n)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.lists(st.integers(0, 60_000), max_size=9), max_size=12),
+    prefix=st.lists(st.integers(0, 60_000), max_size=3),
+    suffix=st.lists(st.integers(0, 60_000), max_size=3),
+    dtype=st.sampled_from([np.int32, np.uint32, np.uint16]),
+)
+def test_wrap_rows_puts_every_row_between_the_prefix_and_the_suffix(rows, prefix, suffix, dtype):
+    got = wrap_rows(Ragged.from_lists(rows, dtype), np.asarray(prefix, np.int32), np.asarray(suffix, np.int32))
+    assert got.values.dtype == np.result_type(dtype, np.int32)
+    assert got.offsets.dtype == np.int64 and got.offsets[0] == 0 and got.offsets[-1] == got.values.size
+    assert got.to_lists() == [prefix + row + suffix for row in rows]
 
 
 def test_concat_ragged_keeps_float_parts_and_refuses_unequal_row_counts():

@@ -54,10 +54,29 @@ def test_width_calls_run_at_once():
     assert most[0] == 2
 
 
-def test_width_one_runs_in_the_callers_thread():
+def test_inline_runs_in_the_callers_thread_and_width_one_in_one_worker():
     where = lambda _: threading.current_thread().name  # noqa: E731
-    with EncodeAhead(where, range(3), width=1) as done:
+    with EncodeAhead(where, range(3), width=1, inline=True) as done:
         assert [r for _, r in done] == [threading.current_thread().name] * 3
+    with EncodeAhead(where, range(5), width=1) as done:
+        names = {r for _, r in done}
+    assert len(names) == 1 and names.pop().startswith("h5pipe-encode")
+    assert not encode_threads()
+
+
+def test_the_next_batches_are_submitted_while_the_consumer_is_busy():
+    """The feeder submits without waiting for the consumer: three calls end while it holds the first."""
+    ended = threading.Semaphore(0)
+
+    def call(i):
+        ended.release()
+        return i
+
+    with EncodeAhead(call, range(10), width=1) as done:
+        for i, (_, r) in enumerate(done):
+            if i == 0:  # busy writing batch 0: batches 1 and 2 still get processed meanwhile
+                assert all(ended.acquire(timeout=10) for _ in range(3))
+            assert r == i
 
 
 def test_an_error_comes_at_its_place_after_the_results_before_it():
@@ -86,7 +105,7 @@ def test_leaving_early_cancels_what_did_not_start():
             if r == 5:
                 break
     assert not encode_threads()
-    assert len(started) <= 6 + 2 + 1  # the ones consumed, those running ahead, one submitted
+    assert len(started) <= 6 + 2 + 1 + 1  # the ones consumed, those waiting, one in the feeder's hand, one running
 
 
 def test_width_must_be_positive():
@@ -115,12 +134,13 @@ class Overlaps:
                 self.running -= 1
 
 
-def test_the_stage_encodes_two_batches_at_once_and_keeps_their_order(gpt2, tmp_path):
+def test_the_stage_encodes_two_batches_at_once_when_told_and_keeps_their_order(gpt2, tmp_path, monkeypatch):
     lines, good, bad = texts_with_bad_lines(n=120, bad=(7, 8, 20, 61, 119))
     path = write_lines(tmp_path / "mixed.jsonl", lines)
     processor = Overlaps(ProcessorFactory.create("pt", gpt2))
+    monkeypatch.setenv(WIDTH_ENV, "2")
     [out] = cache_jsonl(path, tmp_path / "out", processor, batch_size=6)
-    assert processor.most == DEFAULT_WIDTH == 2
+    assert processor.most == 2 != DEFAULT_WIDTH
     loaded = load_h5(out)["sequence"]
     eos = gpt2.eos_token_id
     assert [loaded[i].tolist() for i in range(len(loaded))] == [gpt2.encode(t) + [eos] for t in good]
@@ -132,6 +152,7 @@ def test_packed_files_are_the_same_encoded_ahead_or_one_batch_at_a_time(gpt2, tm
     lines, _, _ = texts_with_bad_lines(n=120, bad=(7, 61))
     path = write_lines(tmp_path / "mixed.jsonl", lines)
     pad = gpt2.eos_token_id
+    monkeypatch.setenv(WIDTH_ENV, "2")
     [ahead] = cache_jsonl(
         path, tmp_path / "ahead", Overlaps(ProcessorFactory.create("pt", gpt2)), 64, pad, batch_size=6
     )
@@ -146,20 +167,14 @@ def test_packed_files_are_the_same_encoded_ahead_or_one_batch_at_a_time(gpt2, tm
         assert {k: str(v) for k, v in a.attrs.items()} == {k: str(v) for k, v in b.attrs.items()}
 
 
-@pytest.mark.parametrize(("value", "width"), [("", 2), ("1", 1), ("3", 3)])
+@pytest.mark.parametrize(("value", "width"), [("", 1), ("1", 1), ("2", 2), ("3", 3)])
 def test_width_comes_from_the_environment(monkeypatch, value, width):
     monkeypatch.setenv(WIDTH_ENV, value)
     assert encode_width() == width
 
 
-@pytest.mark.parametrize(("value", "tasks", "width"), [("", 1, 2), ("", 2, 1), ("", 3, 1), ("2", 2, 2), ("1", 1, 1)])
-def test_stages_sharing_the_cores_encode_one_batch_each_unless_told(monkeypatch, value, tasks, width):
-    monkeypatch.setenv(WIDTH_ENV, value)
-    assert encode_width(tasks) == width
-
-
-def test_the_options_width_wins_over_the_default(gpt2, tmp_path, monkeypatch):
-    monkeypatch.delenv(WIDTH_ENV, raising=False)
+def test_the_options_width_wins_over_the_environment(gpt2, tmp_path, monkeypatch):
+    monkeypatch.setenv(WIDTH_ENV, "2")
     lines, good, _ = texts_with_bad_lines(n=60, bad=(3,))
     path = write_lines(tmp_path / "rows.jsonl", lines)
     processor = Overlaps(ProcessorFactory.create("pt", gpt2))
@@ -174,7 +189,7 @@ def test_the_options_width_wins_over_the_default(gpt2, tmp_path, monkeypatch):
 @pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])
 def test_a_bad_width_names_the_variable_and_the_fix(monkeypatch, value):
     monkeypatch.setenv(WIDTH_ENV, value)
-    with pytest.raises(ValueError, match=f"{WIDTH_ENV}=.* or 1 \\(one at a time"):
+    with pytest.raises(ValueError, match=f"{WIDTH_ENV}=.* to 1 \\(the default, one batch encoded at a time\\)"):
         encode_width()
 
 
