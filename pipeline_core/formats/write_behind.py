@@ -22,8 +22,8 @@ class WriteBehind:
     raised or not. The arrays handed over must not change afterwards (H5Writer's buffered
     datasets already keep references to them)."""
 
-    def __init__(self, depth: int = WRITES_AHEAD) -> None:
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="h5pipe-h5-write")
+    def __init__(self, depth: int = WRITES_AHEAD, name: str = "h5pipe-h5-write") -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name)
         self._slots = threading.Semaphore(depth)
         self._pending: deque[Future] = deque()
 

@@ -144,3 +144,23 @@ def test_the_output_does_not_depend_on_where_batches_end(c4_chunk, gpt2, tmp_pat
         assert {k: str(v) for k, v in other_attrs.items() if k != "source_url"} == {
             k: str(v) for k, v in attrs.items() if k != "source_url"
         }
+
+
+def hash_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name.startswith("h5pipe-hash")]
+
+
+def test_the_sha256_taken_in_its_own_thread_is_the_files_and_no_thread_outlives_the_read(tmp_path):
+    import hashlib
+
+    lines = [json.dumps({"text": f"row {i} " + "x" * (i % 5000)}).encode() for i in range(3000)]
+    path = write_lines(tmp_path, lines)  # several 1 MiB read blocks
+    reader = JsonlReader(str(path), batch_size=100)
+    assert sum(len(b) for b in reader) == len(lines)
+    assert reader.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert not hash_threads()
+    for _ in JsonlReader(str(path), batch_size=100):
+        break  # leaving early stops the hashing thread too
+    assert not hash_threads()
