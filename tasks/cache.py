@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import closing
 from functools import partial
 
 from prefect import task
@@ -11,7 +13,8 @@ from prefect.logging import get_run_logger
 from pipeline_core.commit.stamps import stamp_now
 from pipeline_core.commit.standing import still_stands
 from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
-from pipeline_core.stages.cache import CacheOptions, cache_file
+from pipeline_core.stages.cache import CacheOptions, cache_files
+from pipeline_core.stages.input_stream import CacheInput
 from pipeline_core.stages.outputs import standing_output
 from pipeline_core.storage.hashing import file_digest
 from tasks.hashing import part_files
@@ -44,26 +47,56 @@ def cache_chunk_batch(
     job: CacheJob, urls: list[str], storage_options: dict | None, committed: list[dict | None]
 ) -> list[ChunkResult]:
     """Small chunks in one task (flows/batching.py): each hashed, then cached as ``cache_chunk`` would."""
-    results = []
-    for url, entry in zip(urls, committed, strict=True):
-        found = file_digest(url, storage_options)
-        results.append(
-            cache_one(job, ChunkDigest(url=url, sha256=found.sha256, size=found.size), storage_options, entry)
-        )
-    return results
+    digests = [file_digest(url, storage_options) for url in urls]
+    chunks = [ChunkDigest(url=url, sha256=d.sha256, size=d.size) for url, d in zip(urls, digests, strict=True)]
+    return list(cache_many(job, chunks, storage_options, committed))
 
 
 def cache_one(
     job: CacheJob, chunk: ChunkDigest, storage_options: dict | None = None, committed: dict | None = None
 ) -> ChunkResult:
-    if committed and _still_valid(committed, job, chunk, storage_options):
-        get_run_logger().info("%s: resumed from the manifest, not recomputed", committed["output_url"])
-        return ChunkResult.model_validate(committed)
+    (result,) = cache_many(job, [chunk], storage_options, [committed])
+    return result
+
+
+def cache_many(
+    job: CacheJob, chunks: list[ChunkDigest], storage_options: dict | None = None, committed: list[dict | None] = ()
+) -> Iterator[ChunkResult]:
+    """Each chunk's result, in order, as it is ready: reused from its ``committed`` manifest entry
+    when that still verifies, else cached, the chunks to cache in one stream (``cache_files``: the
+    next is read and encoded while the one before is written)."""
+    committed = list(committed) or [None] * len(chunks)
+    resumed = {
+        k: ChunkResult.model_validate(e)
+        for k, e in enumerate(committed)
+        if e and _still_valid(e, job, chunks[k], storage_options)
+    }
+    for result in resumed.values():
+        get_run_logger().info("%s: resumed from the manifest, not recomputed", result.output_url)
+    todo = [c for k, c in enumerate(chunks) if k not in resumed]
+    inputs = [_cache_input(c, storage_options) for c in todo]
+    fresh = cache_files(inputs, *_stage(job), storage_options) if todo else _nothing()
+    with closing(fresh):
+        for k in range(len(chunks)):
+            yield resumed[k] if k in resumed else _result(next(fresh), storage_options)
+
+
+def _nothing() -> Iterator:
+    yield from ()
+
+
+def _stage(job: CacheJob) -> tuple:
+    """(output folder, processor, options) of ``cache_files`` for this job."""
     processor = build_processor(ProcessorSpec(**job.processor), load_tokenizer(TokenizerSpec(**job.tokenizer)))
-    options = CacheOptions(**job.cache_options())
+    return job.output_dir, processor, CacheOptions(**job.cache_options())
+
+
+def _cache_input(chunk: ChunkDigest, storage_options: dict | None = None) -> CacheInput:
     known = chunk.sha256 if chunk.stamp else None  # stamped: read once, checked by its stamp
-    unchanged = partial(check_unchanged, chunk, storage_options=storage_options)  # before publishing
-    stats = cache_file(chunk.url, job.output_dir, processor, options, storage_options, known, unchanged)
+    return CacheInput(chunk.url, known, partial(check_unchanged, chunk, storage_options=storage_options))
+
+
+def _result(stats, storage_options: dict | None) -> ChunkResult:
     stats.output_url = stats.output_url or _megatron_index(stats)
     written = file_digest(stats.output_url, storage_options)
     get_run_logger().info(

@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.results import ResultStore, get_result_store
 from prefect.settings import PREFECT_TASKS_REFRESH_CACHE
 
-from tasks.cache import cache_chunk, cache_one
+from tasks.cache import cache_chunk, cache_many
 from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
 from tasks.retry import chunk_retries
@@ -35,9 +35,18 @@ def cache_chunk_group(
     committed: list[dict | None],
     result_storage=None,
 ) -> list[tuple[ChunkResult, bool]]:
-    """(result, was it a cache hit) per chunk, in order; ``result_storage`` is cache_chunk's."""
+    """(result, was it a cache hit) per chunk, in order; ``result_storage`` is cache_chunk's. The
+    chunks that are not hits are cached in one stream (tasks/cache.py ``cache_many``), each result
+    stored under its key as soon as it is ready, so a retried group skips the chunks it finished."""
     store = chunk_result_store(result_storage)
-    return [cache_or_hit(store, job, c, storage_options, e) for c, e in zip(chunks, committed, strict=True)]
+    keys = [cache_chunk_key(None, {"job": job, "chunk": c}) for c in chunks]
+    done = {k: (store.read(key).result, True) for k, key in enumerate(keys) if is_cached(store, key)}
+    misses = [k for k in range(len(chunks)) if k not in done]
+    results = cache_many(job, [chunks[k] for k in misses], storage_options, [committed[k] for k in misses])
+    for k, result in zip(misses, results, strict=True):
+        store.write(result, key=keys[k])
+        done[k] = (result, False)
+    return [done[k] for k in range(len(chunks))]
 
 
 def chunk_result_store(result_storage=None) -> ResultStore:
@@ -45,13 +54,5 @@ def chunk_result_store(result_storage=None) -> ResultStore:
     return get_result_store().update_for_task(cache_chunk.with_options(result_storage=result_storage), _sync=True)
 
 
-def cache_or_hit(
-    store: ResultStore, job: CacheJob, chunk: ChunkDigest, storage_options: dict | None, committed: dict | None
-) -> tuple[ChunkResult, bool]:
-    """What ``cache_chunk`` returns for these parameters: its cached result, or a fresh one stored under its key."""
-    key = cache_chunk_key(None, {"job": job, "chunk": chunk})
-    if not PREFECT_TASKS_REFRESH_CACHE.value() and store.exists(key):
-        return store.read(key).result, True
-    result = cache_one(job, chunk, storage_options, committed)
-    store.write(result, key=key)
-    return result, False
+def is_cached(store: ResultStore, key: str) -> bool:
+    return not PREFECT_TASKS_REFRESH_CACHE.value() and store.exists(key)

@@ -58,15 +58,16 @@ def test_a_flow_run_reads_each_stamped_chunk_once(gpt2_path, c4_chunks, tmp_path
 @pytest.mark.parametrize("trust_stamps", [True, False])
 def test_a_chunk_rewritten_during_the_run_is_refused(gpt2_path, c4_chunks, tmp_path, monkeypatch, trust_stamps):
     victim = sorted(c4_chunks.glob("*.jsonl"))[1]
-    real = cache_task.cache_file
+    real = cache_task.cache_files
 
-    def rewriting(url, *args, **kwargs):  # after the flow hashed every chunk, before this one is read
-        if url.endswith(victim.name):
-            data = victim.read_bytes()
-            victim.write_bytes(data.replace(b"e", b"a", 1))  # same size: only the bytes tell
-        return real(url, *args, **kwargs)
+    def rewritten(inputs):  # after the flow hashed every chunk, as the stage is about to read this one
+        for one in inputs:
+            if one.url.endswith(victim.name):
+                data = victim.read_bytes()
+                victim.write_bytes(data.replace(b"e", b"a", 1))  # same size: only the bytes tell
+            yield one
 
-    monkeypatch.setattr(cache_task, "cache_file", rewriting)
+    monkeypatch.setattr(cache_task, "cache_files", lambda inputs, *a, **k: real(rewritten(inputs), *a, **k))
     run = RunOptions(trust_stamps=trust_stamps)
     how = "stamp" if trust_stamps else "sha256"
     with pytest.raises(Exception, match=f"{victim.name} changed while it was being cached \\({how}"):
