@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from functools import partial
 
@@ -62,9 +64,10 @@ def cache_one(
 def cache_many(
     job: CacheJob, chunks: list[ChunkDigest], storage_options: dict | None = None, committed: list[dict | None] = ()
 ) -> Iterator[ChunkResult]:
-    """Each chunk's result, in order, as it is ready: reused from its ``committed`` manifest entry
-    when that still verifies, else cached, the chunks to cache in one stream (``cache_files``: the
-    next is read and encoded while the one before is written)."""
+    """Each chunk's result, in order: reused from its ``committed`` manifest entry when that still
+    verifies, else cached, the chunks to cache in one stream (``cache_files``: the next is read and
+    encoded while the one before is written). A cached chunk's output is hashed in a thread while
+    the stream writes the next, so its result comes when that one is written (or fails)."""
     committed = list(committed) or [None] * len(chunks)
     resumed = {
         k: ChunkResult.model_validate(e)
@@ -76,9 +79,35 @@ def cache_many(
     todo = [c for k, c in enumerate(chunks) if k not in resumed]
     inputs = [_cache_input(c, storage_options) for c in todo]
     fresh = cache_files(inputs, *_stage(job), storage_options) if todo else _nothing()
-    with closing(fresh):
+    with closing(fresh), ThreadPoolExecutor(1, thread_name_prefix="h5pipe-output-hash") as hasher:
+        hashed: deque[Future] = deque()  # at most one output hashed behind the stream
         for k in range(len(chunks)):
-            yield resumed[k] if k in resumed else _result(next(fresh), storage_options)
+            if k in resumed:
+                yield from _logged(hashed)
+                yield resumed[k]
+                continue
+            try:
+                stats = next(fresh)
+            except Exception:
+                yield from _logged(hashed)  # a finished chunk is still a result, for a retry to skip
+                raise
+            yield from _logged(hashed)
+            hashed.append(hasher.submit(_result, stats, storage_options))
+        yield from _logged(hashed)
+
+
+def _logged(hashed: deque[Future]) -> Iterator[ChunkResult]:
+    """The results waiting in ``hashed``, each logged in the task's thread (its run logger)."""
+    while hashed:
+        result = hashed.popleft().result()
+        get_run_logger().info(
+            "%s: %d samples, %d skipped, %.1fs",
+            result.output_url,
+            result.samples_written,
+            result.rows_skipped,
+            result.seconds,
+        )
+        yield result
 
 
 def _nothing() -> Iterator:
@@ -97,11 +126,10 @@ def _cache_input(chunk: ChunkDigest, storage_options: dict | None = None) -> Cac
 
 
 def _result(stats, storage_options: dict | None) -> ChunkResult:
+    """The chunk's result with its output's sha256: read back whole, in a thread of its own
+    (``cache_many``) while the stream writes the next chunk (hashlib releases the GIL)."""
     stats.output_url = stats.output_url or _megatron_index(stats)
     written = file_digest(stats.output_url, storage_options)
-    get_run_logger().info(
-        "%s: %d samples, %d skipped, %.1fs", stats.output_url, stats.samples_written, stats.rows_skipped, stats.seconds
-    )
     parts = part_files(_part_urls(stats), storage_options)
     return ChunkResult(sha256=written.sha256, size=written.size, parts=parts, **_counts(stats))
 

@@ -48,10 +48,18 @@ def hash_here(
 ) -> list[ChunkDigest]:
     """``hash_chunk`` of each URL, run in this process without a task run each (hashlib releases
     the GIL); a transient I/O failure is retried after each of ``delays``, as the task would be."""
+    return list(hash_in_order(urls, storage_options, threads, delays))
+
+
+def hash_in_order(
+    urls: list[str], storage_options: dict | None = None, threads: int = 2, delays: tuple[float, ...] = HASH_DELAYS
+) -> Iterator[ChunkDigest]:
+    """``hash_here``'s digests one by one, in order, each as soon as it and those before it are
+    taken, so a caller can start on the first chunks while the later ones are hashed."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        return list(pool.map(lambda url: _digest_retrying(url, storage_options, delays), urls))
+        yield from pool.map(lambda url: _digest_retrying(url, storage_options, delays), urls)
 
 
 def hashed_here_or_by_task(urls: list[str], storage_options: dict | None = None, threads: int = 2) -> Iterator:

@@ -1,7 +1,8 @@
 """A fault-injecting fsspec filesystem for tests: ``flaky://`` over the local disk.
 
 Uploads (``put_file``) of paths matching a pattern fail their first N attempts with a chosen
-error, so retry behaviour is exercised through the real code path (local staging + put).
+error, so retry behaviour is exercised through the real code path (local staging + put). Reads
+can fail the same way, or wait at their open for a test's event (to show what runs before them).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class FlakyFileSystem(AbstractFileSystem):
     read_plan: dict[str, tuple[int, type[BaseException]]] = {}
     attempts: Counter = Counter()
     read_attempts: Counter = Counter()
+    holds: dict[str, threading.Event] = {}
     _lock = threading.Lock()
 
     def __init__(self, **kwargs):
@@ -39,7 +41,13 @@ class FlakyFileSystem(AbstractFileSystem):
         cls.read_plan[suffix] = (times, error)
 
     @classmethod
+    def hold_reads(cls, suffix: str, gate: threading.Event) -> None:
+        """Opening a matching path for reading waits until ``gate`` is set (RuntimeError after 10 s)."""
+        cls.holds[suffix] = gate
+
+    @classmethod
     def reset(cls) -> None:
+        cls.holds.clear()
         cls.plan.clear()
         cls.attempts.clear()
         cls.read_plan.clear()
@@ -69,8 +77,15 @@ class FlakyFileSystem(AbstractFileSystem):
     def _open(self, path, mode="rb", **kwargs):
         path = self._strip_protocol(path)
         if "r" in mode:
+            self._wait_if_held(path)
             self._maybe_fail(self.read_plan, self.read_attempts, path, "reading")
         return self.local._open(path, mode, **kwargs)
+
+    @classmethod
+    def _wait_if_held(cls, path: str) -> None:
+        for suffix, gate in list(cls.holds.items()):
+            if path.endswith(suffix) and not gate.wait(10):
+                raise RuntimeError(f"{path} was held and never released: the test waited for it first")
 
     def ls(self, path, detail=True, **kwargs):
         return self.local.ls(self._strip_protocol(path), detail=detail, **kwargs)

@@ -107,3 +107,27 @@ def test_a_bad_chunk_fails_its_group_and_the_other_groups_are_kept(gpt2_path, se
     assert f"{len(failing)} of 7 chunks failed" in message and f"train_chunk_{bad}.jsonl" in message
     entries = json.loads((tmp_path / "out" / "h5pipe-manifest.json").read_text())["entries"]
     assert sorted(entries) == sorted(f"train_chunk_{k}.h5" for g in groups if g != failing for k in g)
+
+
+@pytest.mark.slow
+def test_groups_hashed_before_a_lasting_read_failure_still_finish_and_commit(
+    gpt2_path, seven_chunks, tmp_path, monkeypatch
+):
+    """Each group is submitted once its own chunks are hashed; the last chunk failing its hash for
+    good fails the run, naming that file, after the groups already running are committed."""
+    from tests.faults import FlakyFileSystem
+
+    monkeypatch.setattr(batching, "SMALL_CHUNK_BYTES", 0)
+    sizes = [p.stat().st_size for p in sorted(seven_chunks.glob("*.jsonl"), key=lambda p: int(p.stem.split("_")[-1]))]
+    monkeypatch.setattr(batching, "TASK_BYTES", sum(sizes) // 4 + 1)
+    groups = task_groups(sizes, 2)
+    FlakyFileSystem.reset()
+    FlakyFileSystem.fail_reads("train_chunk_6.jsonl", 1, PermissionError)  # not transient: no retry
+    try:
+        state = cache_flow(job(gpt2_path, f"flaky://{seven_chunks}", tmp_path / "out"), return_state=True)
+    finally:
+        FlakyFileSystem.reset()
+    assert state.is_failed()
+    assert "train_chunk_6.jsonl" in str(state.result(raise_on_failure=False))
+    entries = json.loads((tmp_path / "out" / "h5pipe-manifest.json").read_text())["entries"]
+    assert sorted(entries) == sorted(f"train_chunk_{k}.h5" for g in groups[:-1] for k in g)

@@ -1,12 +1,14 @@
-"""hash_here: the chunks' digests taken in the flow's process (worker runners), retried on transient I/O."""
+"""hash_here and hash_in_order: the chunks' digests taken in the flow's process, in order, retried on
+transient I/O."""
 
 from __future__ import annotations
 
 import hashlib
+import threading
 
 import pytest
 
-from tasks.hashing import hash_here
+from tasks.hashing import hash_here, hash_in_order
 from tasks.retry import TransientIOError
 from tests.faults import FlakyFileSystem
 
@@ -46,3 +48,13 @@ def test_retries_run_out_and_other_errors_are_not_retried(chunks):
     with pytest.raises(PermissionError):
         hash_here([f"flaky://{p}" for p in chunks], delays=(0.0, 0.0))
     assert FlakyFileSystem.read_attempts[str(chunks[2])] == 1
+
+
+def test_digests_come_one_by_one_before_the_later_files_are_read(chunks):
+    gate = threading.Event()
+    FlakyFileSystem.hold_reads("train_chunk_2.jsonl", gate)  # the last file waits for the first digest
+    found = hash_in_order([f"flaky://{p}" for p in chunks], threads=1, delays=())
+    first = next(found)  # a whole-list implementation waits here for the held file, and fails
+    assert first.sha256 == hashlib.sha256(chunks[0].read_bytes()).hexdigest()
+    gate.set()
+    assert [d.url for d in found] == [f"flaky://{p}" for p in chunks[1:]]
