@@ -26,6 +26,7 @@ SMALL_BYTES = 8 << 20  # a dataset that stays under this is written whole at clo
 # written by the close, in the caller's thread, instead of by the write-behind thread.
 CHUNK_CACHE_BYTES = 2 << 20
 COMPRESSIONS = (None, "gzip", "lzf")
+READ_AS = np.dtype(np.int32)  # what a narrowed key is read back as (h5pipe narrows int32 keys only)
 
 
 @dataclass
@@ -49,9 +50,10 @@ class H5Writer:
     close contiguous (or, compressed, as one chunk of its own size), so a small file is its data
     plus a header; a larger one becomes a chunked dataset that grows batch by batch (chunks of
     ~1 MiB, the last one allocated whole). ``compression`` (``gzip`` or ``lzf``) applies to every
-    dataset and is recorded in the ``compression`` attribute. ``narrow`` maps keys to a narrower
-    stored dtype (token ids as uint16 when the vocabulary fits); a value that does not fit is
-    refused, never wrapped, and readers get the original dtype back (``narrowed`` attribute).
+    dataset and is recorded in the ``compression`` attribute. ``narrow`` maps int32 keys to a
+    narrower stored dtype (token ids as uint16 when the vocabulary fits, packed position ids when
+    the pack size does); their values may arrive as int32 or in the stored dtype, a value that
+    does not fit is refused, never wrapped, and readers get int32 back (``narrowed`` attribute).
     """
 
     def __init__(self, path: str, compression: str | None = None, narrow: dict[str, np.dtype] | None = None) -> None:
@@ -102,8 +104,10 @@ class H5Writer:
 
     def _column(self, key: str, dtype: np.dtype, chunks: tuple[int, ...]) -> _Column:
         stored = self.narrow.get(key)
-        if stored is not None and np.dtype(stored) != dtype:
-            self._narrowed[key] = np.dtype(dtype).name
+        if stored is not None and np.dtype(stored) != READ_AS:
+            # int32 whatever the values arrive in: int32, or the stored dtype already (packed
+            # position ids, see formats.positions.position_dtype)
+            self._narrowed[key] = READ_AS.name
             dtype = np.dtype(stored)
         self._columns[key] = _Column(np.dtype(dtype), chunks)
         return self._columns[key]

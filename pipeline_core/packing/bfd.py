@@ -27,6 +27,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from pipeline_core.errors import ConfigError
+from pipeline_core.formats.positions import position_dtype
 from pipeline_core.formats.ragged import gather_index, offsets_from_lengths
 from pipeline_core.packing.packs import Packs, PackStats, position_ids_from_lengths
 
@@ -219,7 +220,7 @@ def _assemble(bins: list[list[_Item]], dtypes: dict[str, np.dtype], pack_size: i
     slots = gather_index(np.arange(len(bins), dtype=np.int64) * pack_size, used)
     shape = (len(bins), pack_size)
     arrays = {k: _scatter(shape, slots, [it.arrays[k] for it in items], dtype, pads[k]) for k, dtype in dtypes.items()}
-    positions = _scatter(shape, slots, [position_ids_from_lengths(doc_lengths)], np.int32, 0)
+    positions = _scatter(shape, slots, [position_ids_from_lengths(doc_lengths)], position_dtype(pack_size), 0)
     cu_seqlens, cu_offsets = _cu_seqlens(doc_lengths, docs_per_pack)
     sample_ids = np.array([it.sample_id for it in items for _ in it.doc_lengths], dtype=np.int64)
     return Packs(arrays, positions, cu_seqlens, cu_offsets, sample_ids)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from pipeline_core.formats.positions import position_dtype, segment_positions
 from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
 from pipeline_core.packing.packs import Packs
 from pipeline_core.packing.sequence import SequencePacker
@@ -67,33 +68,22 @@ class DocumentConcatPacker:
         segments = np.union1d(doc_starts, np.arange(n, dtype=np.int64) * self.pack_size)
         sample_ids = self._documents + np.searchsorted(doc_starts, segments, side="right") - 1
         self._documents += doc_starts.size
-        positions = position_ids(segments, n * self.pack_size, int(used.sum())).reshape(n, self.pack_size)
+        positions = segment_positions(segments, n, self.pack_size, position_dtype(self.pack_size))
+        positions[-1, used_last:] = 0  # the pads, all in the last pack
         cu_seqlens, cu_offsets = _cu_seqlens(segments, used, self.pack_size)
         return Packs(rows, positions, cu_seqlens, cu_offsets, sample_ids.astype(np.int64))
 
 
 def _no_packs(rows: dict[str, np.ndarray], pack_size: int) -> Packs:
     none = np.zeros(0, dtype=np.int64)
-    return Packs(rows, np.zeros((0, pack_size), np.int32), np.zeros(0, np.int32), np.zeros(1, np.int64), none)
+    positions = np.zeros((0, pack_size), position_dtype(pack_size))
+    return Packs(rows, positions, np.zeros(0, np.int32), np.zeros(1, np.int64), none)
 
 
 def _zero_pads(key: str, values: np.ndarray, used: np.ndarray, length_key: str) -> None:
     """SequencePacker pads every non-bool key with the token pad; other keys pad with 0."""
     if key != length_key and values.dtype != np.bool_ and used[-1] < values.shape[1]:
         values[-1, used[-1] :] = 0
-
-
-def position_ids(segments: np.ndarray, size: int, used: int) -> np.ndarray:
-    """int32 ``[size]``: the distance to the last of ``segments`` (sorted, starting with 0) at or
-    before each position, 0 from ``used`` on. Each position minus its segment's start, the starts
-    repeated over their segments: vectorised copies, 2-3x a running sum (whose steps depend on each
-    other) on the same items."""
-    dtype = np.int32 if size < np.iinfo(np.int32).max else np.int64
-    lengths = np.diff(segments, append=size)
-    positions = np.arange(size, dtype=dtype)
-    positions -= np.repeat(segments.astype(dtype), lengths)
-    positions[used:] = 0
-    return positions.astype(np.int32, copy=False)
 
 
 def _cu_seqlens(segments: np.ndarray, used: np.ndarray, pack_size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ class Packs:
     the row) and ``sample_ids_of(p)``; tokens after the last offset are padding."""
 
     arrays: dict[str, np.ndarray]  # key -> [n_packs, pack_size]
-    position_ids: np.ndarray  # int32 [n_packs, pack_size], 0 on pads
+    position_ids: np.ndarray  # [n_packs, pack_size], 0 on pads; uint16 or int32 (formats.positions.position_dtype)
     cu_seqlens: np.ndarray  # int32, flat over packs
     cu_offsets: np.ndarray  # int64 [n_packs + 1] into cu_seqlens
     sample_ids: np.ndarray  # int64, one per document: the sample's position in the input stream

@@ -8,6 +8,7 @@ import os
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from pipeline_core.formats import h5_writer as h5mod
 from pipeline_core.formats.h5 import load_h5
@@ -94,6 +95,22 @@ def test_narrowed_ids_are_stored_as_uint16_and_read_back_as_int32(tmp_path):
         assert f["input_ids_offsets"].dtype == np.int64
     assert os.path.getsize(narrow) < 0.6 * os.path.getsize(wide)
     assert_same(load_h5(str(wide)), load_h5(str(narrow)))  # same values, same int32 dtype
+
+
+def test_values_that_arrive_already_narrow_are_still_read_back_as_int32(tmp_path):
+    """Packers give position ids as uint16 (formats.positions.position_dtype): the file must say
+    they are read as int32, exactly as when they arrive as int32 and are narrowed here."""
+    batches = small_batches()
+    as_int32 = write(tmp_path / "a.h5", batches, narrow={"position_ids": np.uint16})
+    already = [(ids, rows.astype(np.uint16)) for ids, rows in batches]
+    as_uint16 = write(tmp_path / "b.h5", already, narrow={"position_ids": np.uint16})
+    for path in (as_int32, as_uint16):
+        with h5py.File(path) as f:
+            assert f["position_ids"].dtype == np.uint16
+    assert_same(load_h5(str(as_int32)), load_h5(str(as_uint16)))
+    assert load_h5(str(as_uint16))["position_ids"].dtype == torch.int32
+    with h5py.File(as_int32) as a, h5py.File(as_uint16) as b:
+        assert a.attrs["narrowed"] == b.attrs["narrowed"]
 
 
 def test_an_id_that_does_not_fit_the_narrow_dtype_is_refused_not_wrapped(tmp_path):

@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 from pipeline_core.formats.h5 import load_h5
 from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.keys import KeyLayout
-from pipeline_core.formats.positions import STORAGE_ATTR, positions_from_cu, read_position_ids
+from pipeline_core.formats.positions import (
+    STORAGE_ATTR,
+    position_dtype,
+    positions_from_cu,
+    read_position_ids,
+    segment_positions,
+)
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.loader import H5Dataset
 from pipeline_core.packing.bfd import BfdPacker
@@ -45,6 +51,32 @@ def bfd_packs(lengths: list[int], pack_size: int, window: int) -> Packs:
     packer = BfdPacker(pack_size, 0, window=window)
     docs = documents([min(n, pack_size) for n in lengths])
     return Packs.concat([packer.add({"sequence": docs[i]} for i in range(len(docs))), packer.flush()])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(0, 5),
+    pack_size=st.one_of(st.integers(1, 40), st.sampled_from([65535, 65536, 65537])),
+    data=st.data(),
+)
+def test_segment_positions_count_from_the_last_start_in_the_pack(n, pack_size, data):
+    """Against a model written out index by index; near 65536, where uint16 must not wrap."""
+    size = n * pack_size
+    inner = data.draw(st.lists(st.integers(0, max(size - 1, 0)), max_size=12)) if size else []
+    starts = np.union1d(np.array(inner, dtype=np.int64), np.arange(n, dtype=np.int64) * pack_size)
+    dtype = position_dtype(pack_size)
+    got = segment_positions(starts, n, pack_size, dtype)
+    assert got.shape == (n, pack_size) and got.dtype == dtype
+    for p in range(n):
+        own = sorted(int(s) - p * pack_size for s in starts if p * pack_size <= s < (p + 1) * pack_size)
+        edges = own[1:] + [pack_size]  # each start's column holds until the next start
+        expected = np.concatenate([np.arange(b - a) for a, b in zip(own, edges)])
+        assert np.array_equal(got[p], expected), p
+
+
+def test_position_dtype_is_uint16_while_every_position_fits():
+    assert position_dtype(1) == np.uint16 and position_dtype(65536) == np.uint16
+    assert position_dtype(65537) == np.int32
 
 
 @settings(max_examples=150, deadline=None)

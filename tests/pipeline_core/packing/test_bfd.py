@@ -55,7 +55,7 @@ def _check_layout(packs: Packs, pack_size: int) -> None:
         np.testing.assert_array_equal(starts, cu[:-1])
         assert np.all(packs.arrays["sequence"][p, cu[-1] :] == PAD)
         assert not packs.arrays["loss_mask"][p, cu[-1] :].any()
-    assert packs.position_ids.dtype == np.int32 and packs.cu_seqlens.dtype == np.int32
+    assert packs.position_ids.dtype == np.uint16 and packs.cu_seqlens.dtype == np.int32  # pack_size <= 65536
     assert packs.cu_offsets.dtype == np.int64 and packs.cu_offsets.size == len(packs) + 1
 
 
