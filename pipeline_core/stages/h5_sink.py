@@ -31,7 +31,7 @@ from pipeline_core.formats.deferred import DeferredBuffer
 from pipeline_core.formats.h5 import NARROW_IDS
 from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout, sentence_items
-from pipeline_core.formats.positions import PositionIds
+from pipeline_core.formats.positions import PositionIds, position_dtype
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.packing.media import PackMedia
 from pipeline_core.packing.packs import Packs
@@ -110,7 +110,7 @@ def narrowed_keys(layout: KeyLayout, vocab_size: int, pack_size: int, pad_value)
         ids = {out for group in layout.pack_groups() for out, source in group.items() if source in layout.groups}
         fits_pad = all(_pad_fits(pad_value, key, limit) for key in ids)
         narrow = {key: NARROW_IDS for key in ids} if vocab_size <= limit and fits_pad else {}
-        if pack_size <= limit:
+        if position_dtype(pack_size) == NARROW_IDS:  # the packers' own dtype: one rule for both
             narrow["position_ids"] = NARROW_IDS
         return narrow
     return {key: NARROW_IDS for key in layout.groups} if vocab_size <= limit else {}
