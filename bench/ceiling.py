@@ -48,21 +48,27 @@ def steps(files: list[Path]) -> dict[str, tuple[float, float]]:
     return {"read": read[:2], "parse": parse[:2], "encode": encode[:2]}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def pt_corpus(description: str) -> tuple[list[Path], int]:
+    """``--size-mb``, ``--chunk-mb`` and ``--repeat`` from the command line: (the pt files of that
+    corpus, built unless a matching one is there, the repetitions)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=400)
     parser.add_argument("--chunk-mb", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     root = Path("bench/results") / f"corpus-{args.size_mb}mb-{args.chunk_mb}mb"
-    files = build(root, CorpusSpec(args.size_mb, args.chunk_mb)).files("pt")
-    runs = [steps(files) for _ in range(args.repeat)]
+    return build(root, CorpusSpec(args.size_mb, args.chunk_mb)).files("pt"), args.repeat
+
+
+def main() -> None:
+    files, repeat = pt_corpus(__doc__)
+    runs = [steps(files) for _ in range(repeat)]
     for k, run in enumerate(runs):
         print(f"round {k + 1}: " + ", ".join(f"{n} {w:.2f} s wall, {c:.2f} s CPU" for n, (w, c) in run.items()))
     best = {k: (min(r[k][0] for r in runs), min(r[k][1] for r in runs)) for k in runs[0]}
     cores = len(os.sched_getaffinity(0))
     for name, (wall, cpu) in best.items():
-        print(f"{name:7s} wall {wall:5.2f} s  CPU {cpu:5.2f} s  (best of {args.repeat})")
+        print(f"{name:7s} wall {wall:5.2f} s  CPU {cpu:5.2f} s  (best of {repeat})")
     encode_wall = best["encode"][0]
     spread = sum(cpu for _, cpu in best.values()) / cores
     bound = max(encode_wall, best["parse"][1], spread)
