@@ -10,4 +10,5 @@ class FormatVersion(str):
     """
 
 
-FORMAT_VERSION = FormatVersion("2")  # 2: ids and position ids stored as uint16 where they fit, small datasets contiguous
+# 2: ids and position ids stored as uint16 where they fit, small datasets contiguous
+FORMAT_VERSION = FormatVersion("2")

@@ -99,7 +99,9 @@ def _cut(offsets: list[tuple[int, int]], edge: int, text: str) -> int:
 
 def straddle_error(text: str, edge: int) -> RowError:
     near = text[max(0, edge - 12) : edge + 12]
-    return mask_error(f"a token crosses the start or end of an assistant turn near {near!r}, so no exact mask exists", None)
+    return mask_error(
+        f"a token crosses the start or end of an assistant turn near {near!r}, so no exact mask exists", None
+    )
 
 
 def _start(offset: tuple[int, int]) -> int:

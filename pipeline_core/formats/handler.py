@@ -12,6 +12,7 @@ class IOHandler:
     Each method is the module function of the same name (``formats.h5``, ``formats.h5_writer``, ``storage.fs``); use
     either.
     """
+
     save_h5 = staticmethod(h5_writer.save_h5)
     load_h5 = staticmethod(h5.load_h5)
     read_attrs = staticmethod(h5.read_attrs)

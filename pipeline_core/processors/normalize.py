@@ -18,31 +18,33 @@ class Replacements(dict):
     """
 
 
-DEFAULT_REPLACEMENTS: dict[str, str] = Replacements({
-    "\u2018": "'",  # left single quote
-    "\u2019": "'",  # right single quote
-    "\u201a": "'",  # single low-9 quote
-    "\u201b": "'",
-    "\u201c": '"',  # left double quote
-    "\u201d": '"',  # right double quote
-    "\u201e": '"',  # double low-9 quote
-    "\u201f": '"',
-    "\u2032": "'",  # prime
-    "\u2033": '"',  # double prime
-    "\u2013": "-",  # en dash
-    "\u2014": "-",  # em dash
-    "\u2212": "-",  # minus sign
-    "\u2026": "...",  # ellipsis
-    "\u00a0": " ",  # no-break space
-    "\u3000": " ",  # ideographic space
-    "\uff01": "!",
-    "\uff08": "(",
-    "\uff09": ")",
-    "\uff0c": ",",
-    "\uff1a": ":",
-    "\uff1b": ";",
-    "\uff1f": "?",
-})
+DEFAULT_REPLACEMENTS: dict[str, str] = Replacements(
+    {
+        "\u2018": "'",  # left single quote
+        "\u2019": "'",  # right single quote
+        "\u201a": "'",  # single low-9 quote
+        "\u201b": "'",
+        "\u201c": '"',  # left double quote
+        "\u201d": '"',  # right double quote
+        "\u201e": '"',  # double low-9 quote
+        "\u201f": '"',
+        "\u2032": "'",  # prime
+        "\u2033": '"',  # double prime
+        "\u2013": "-",  # en dash
+        "\u2014": "-",  # em dash
+        "\u2212": "-",  # minus sign
+        "\u2026": "...",  # ellipsis
+        "\u00a0": " ",  # no-break space
+        "\u3000": " ",  # ideographic space
+        "\uff01": "!",
+        "\uff08": "(",
+        "\uff09": ")",
+        "\uff0c": ",",
+        "\uff1a": ":",
+        "\uff1b": ";",
+        "\uff1f": "?",
+    }
+)
 
 
 class TextNormalizer:

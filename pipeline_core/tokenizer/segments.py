@@ -101,7 +101,9 @@ class MarkupSegments:
         """[segment, control token, segment, ..., segment], as the tokenizer splits markup."""
         return self._split.split(text) if self._split is not None else [text]
 
-    def _cuts(self, pieces: list[str], edges: list[int], values: np.ndarray, offsets: np.ndarray) -> list[int] | Straddle:
+    def _cuts(
+        self, pieces: list[str], edges: list[int], values: np.ndarray, offsets: np.ndarray
+    ) -> list[int] | Straddle:
         """The tokens before each edge of one text (``offsets``: its segments' rows in ``values``)."""
         offsets = offsets.tolist()
         base = offsets[0]  # tokens of the segments before segment q: offsets[q] - base

@@ -26,7 +26,18 @@ ALLOWED: dict[str, set[str]] = {
     "packing": {"processors", "formats"},
     "sources": {"converters", "storage"},
     "commit": {"storage", "formats"},
-    "stages": {"memory", "storage", "formats", "tokenizer", "converters", "chat", "processors", "packing", "sources", "commit"},
+    "stages": {
+        "memory",
+        "storage",
+        "formats",
+        "tokenizer",
+        "converters",
+        "chat",
+        "processors",
+        "packing",
+        "sources",
+        "commit",
+    },
     "loader": {"storage", "formats", "commit"},
 }
 
@@ -51,7 +62,9 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             if base.split(".")[0] != "pipeline_core":
                 continue
             for alias in node.names:  # `from pkg import submodule` depends on the submodule, not on pkg
@@ -131,7 +144,9 @@ def test_the_core_never_imports_orchestration():
                 else []
             )
             for name in names:
-                assert name.split(".")[0] not in ("prefect", "prefect_dask", "tasks", "flows"), f"{path}: imports {name}"
+                assert name.split(".")[0] not in ("prefect", "prefect_dask", "tasks", "flows"), (
+                    f"{path}: imports {name}"
+                )
 
 
 def test_the_checker_sees_a_circle(tmp_path, monkeypatch):
@@ -156,7 +171,13 @@ def test_every_public_name_has_a_docstring_written_for_it():
     missing = []
     for name in pipeline_core.__all__:
         obj = getattr(pipeline_core, name)
-        own = obj.__dict__.get("__doc__") if inspect.isclass(obj) else type(obj).__doc__ if not callable(obj) else obj.__doc__
+        own = (
+            obj.__dict__.get("__doc__")
+            if inspect.isclass(obj)
+            else type(obj).__doc__
+            if not callable(obj)
+            else obj.__doc__
+        )
         generated = inspect.isclass(obj) and own and own.startswith(f"{obj.__name__}(")  # a dataclass's signature
         if not own or own in inherited or generated:
             missing.append(name)
