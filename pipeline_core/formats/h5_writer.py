@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 
 from pipeline_core.formats.h5 import COMPLETE_ATTR, NARROWED_ATTR, OFFSETS_SUFFIX, data_keys, encode_attr
+from pipeline_core.formats.h5_attrs import ScalarAttrs
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.formats.write_behind import WriteBehind
 from pipeline_core.storage.fs import join_url, local_staging, url_to_fs
@@ -60,9 +61,7 @@ class H5Writer:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression={compression!r} is not one of {COMPRESSIONS}; use gzip, lzf or None")
         self.file = h5py.File(path, "w", libver="latest", rdcc_nbytes=CHUNK_CACHE_BYTES)
-        # one attribute manager for the file's life: ``file.attrs`` builds a new one at every use
-        # (~30 us each, 40-odd attributes per output)
-        self._attrs = self.file.attrs
+        self._attrs = ScalarAttrs(self.file)  # as ``file.attrs``, at a third of the cost (see there)
         self._attrs["format_version"] = str(FORMAT_VERSION)  # h5py stores plain str only
         if compression:
             self._attrs["compression"] = compression
