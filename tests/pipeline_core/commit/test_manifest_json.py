@@ -1,0 +1,51 @@
+"""The manifest's JSON: what ``dataclasses.asdict`` of every entry gives, and read back unchanged."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline_core.commit.manifest import Manifest, ManifestEntry
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+entries = st.builds(
+    ManifestEntry,
+    name=st.text(min_size=1, max_size=16),
+    sha256=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+    size=st.integers(0, 2**40),
+    source_sha256=st.text(alphabet="0123456789abcdef", max_size=64),
+    rows=st.integers(0, 10**9),
+    samples=st.integers(0, 10**9),
+    tokens=st.integers(0, 10**12),
+    extra=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(entries, max_size=6), st.booleans(), st.lists(st.text(max_size=10), max_size=2))
+def test_to_json_is_asdicts_json_and_reads_back(items, complete, dropping):
+    manifest = Manifest("cache", "c0ffee", entries={e.name: e for e in items}, complete=complete, dropping=dropping)
+    data = manifest.to_json()
+    parsed = json.loads(data)
+    assert parsed.pop("entries") == {k: asdict(v) for k, v in manifest.entries.items()}
+    assert parsed.pop("dropping", []) == sorted(dropping)
+    assert parsed == {"stage": "cache", "config_hash": "c0ffee", "format_version": manifest.format_version,
+                      "complete": complete}  # fmt: skip
+    assert data == json.dumps(json.loads(data), indent=2, sort_keys=True).encode("utf-8")  # stable bytes
+    again = Manifest.from_json(data)
+    assert again.to_json() == data
+    assert again.entries == manifest.entries
+
+
+def test_writing_does_not_change_the_entries_extra():
+    extra = {"result": {"parts": [{"url": "a.bin", "sha256": "0" * 64}], "counts": {"x": 1}}}
+    entry = ManifestEntry("a.h5", "f" * 64, 10, extra=extra)
+    Manifest("cache", "c", entries={"a.h5": entry}).to_json()
+    assert entry.extra == {"result": {"parts": [{"url": "a.bin", "sha256": "0" * 64}], "counts": {"x": 1}}}
