@@ -1,7 +1,7 @@
-"""Scalar HDF5 attributes written as h5py's ``attrs[name] = value`` writes them, at a third of the cost.
+"""Scalar HDF5 attributes written as h5py's ``attrs[name] = value`` writes them, at about half the cost.
 
 Every output file gets ~40 attributes (counts, settings, provenance). h5py's ``AttributeManager``
-works out the value's dtype, builds two HDF5 types and a dataspace at every assignment: ~50 us
+works out the value's dtype, builds two HDF5 types and a dataspace at every assignment: ~45 us
 each here, ~2 ms of every output file, most of what a small chunk costs beyond its tokens (1,000
 chunks of 4 KB: ~2 of the flow's ~10 s). ``ScalarAttrs`` makes the types once per kind of value
 for the process and the dataspace once per object, asks HDF5 whether a name exists only when

@@ -61,7 +61,7 @@ class H5Writer:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression={compression!r} is not one of {COMPRESSIONS}; use gzip, lzf or None")
         self.file = h5py.File(path, "w", libver="latest", rdcc_nbytes=CHUNK_CACHE_BYTES)
-        self._attrs = ScalarAttrs(self.file)  # as ``file.attrs``, at a third of the cost (see there)
+        self._attrs = ScalarAttrs(self.file)  # as ``file.attrs``, at about half the cost (see there)
         self._attrs["format_version"] = str(FORMAT_VERSION)  # h5py stores plain str only
         if compression:
             self._attrs["compression"] = compression
