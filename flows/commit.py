@@ -19,6 +19,8 @@ class Committer:
     stored: bytes = b""  # the manifest as this run last read or wrote it
     saved_at: float = field(default=float("-inf"), repr=False)  # time.monotonic() of the last rewrite
     save_seconds: float = field(default=0.0, repr=False)  # what the last rewrite cost
+    # output name -> names of the part entries recorded for it, built from the manifest at first use
+    parts_of: dict[str, list[str]] | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, output_dir: str, stage: str, config_hash: str, overwrite: bool, storage_options: dict) -> Committer:
@@ -44,10 +46,11 @@ class Committer:
         known = self.manifest.entries.get(name)
         if known and known.extra.get("result") == result.model_dump():
             return  # already committed (a cache hit or a resumed chunk): no rewrite
-        self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if v.extra.get("part_of") != name}
+        self._drop_parts(name)
         for part in result.parts:
             part_name = part.url.rsplit("/", 1)[-1]
             self.manifest.entries[part_name] = ManifestEntry(part_name, part.sha256, part.size, extra={"part_of": name})
+        self.parts_of[name] = [part.url.rsplit("/", 1)[-1] for part in result.parts]
         self.manifest.entries[name] = ManifestEntry(
             name=name,
             sha256=result.sha256,
@@ -60,6 +63,19 @@ class Committer:
         )
         if save:
             self.save_soon()
+
+    def _drop_parts(self, name: str) -> None:
+        """Remove the entries of the parts ``name`` had: found through ``parts_of``, not by a scan of
+        every entry per record (that made recording 1,000 chunks quadratic)."""
+        if self.parts_of is None:
+            self.parts_of = {}
+            for key, entry in self.manifest.entries.items():
+                if owner := entry.extra.get("part_of"):
+                    self.parts_of.setdefault(owner, []).append(key)
+        for key in self.parts_of.pop(name, []):
+            entry = self.manifest.entries.get(key)
+            if entry is not None and entry.extra.get("part_of") == name:
+                del self.manifest.entries[key]
 
     def save_soon(self) -> None:
         """Rewrite the manifest when the last rewrite is SAVE_EVERY seconds and ten times its own cost

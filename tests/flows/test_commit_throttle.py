@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from flows import commit
 from flows.commit import Committer
-from tasks.models import ChunkResult
+from pipeline_core.commit.manifest import ManifestEntry
+from tasks.models import ChunkResult, PartFile
 
 
 def result(i: int) -> ChunkResult:
@@ -47,3 +51,51 @@ def test_a_rewrite_is_due_again_once_save_every_has_passed(tmp_path, monkeypatch
     committer.saved_at -= 1.0  # as if the last rewrite were a second ago
     committer.record(result(1))
     assert entries(tmp_path) == ["c_0.h5", "c_1.h5"]
+
+
+def _with_parts(i: int, parts: list[str], version: int) -> ChunkResult:
+    files = [PartFile(url=f"/out/{p}", sha256=f"{version:064x}", size=version) for p in parts]
+    return result(i).model_copy(update={"parts": files, "size": 100 + version})
+
+
+def _reference_record(entries: dict, r: ChunkResult) -> dict:
+    """What ``record`` did before it kept an index of parts: drop every entry whose ``part_of`` is
+    this output, then add its parts and itself."""
+    name = r.output_url.rsplit("/", 1)[-1]
+    entries = {k: v for k, v in entries.items() if v.extra.get("part_of") != name}
+    for part in r.parts:
+        key = part.url.rsplit("/", 1)[-1]
+        entries[key] = ManifestEntry(key, part.sha256, part.size, extra={"part_of": name})
+    entries[name] = ManifestEntry(name, r.sha256, r.size, r.source_sha256, r.rows_read, r.samples_written, 0,
+                                  extra={"result": r.model_dump()})  # fmt: skip
+    return entries
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.lists(st.sampled_from(["a.bin", "a.idx", "b.bin", "e.jsonl"]), unique=True)),
+        max_size=12,
+    )
+)
+def test_recording_again_drops_the_old_parts_as_a_full_scan_would(tmp_path_factory, records):
+    folder = tmp_path_factory.mktemp("commit")
+    committer = Committer.open(str(folder), "cache", "cfg", False, {})
+    expected: dict = {}
+    for version, (i, parts) in enumerate(records):
+        r = _with_parts(i, parts, version)
+        committer.record(r, save=False)
+        expected = _reference_record(expected, r)
+    assert {k: (v.sha256, v.extra.get("part_of")) for k, v in committer.manifest.entries.items()} == {
+        k: (v.sha256, v.extra.get("part_of")) for k, v in expected.items()
+    }
+
+
+def test_parts_recorded_by_an_earlier_run_are_dropped_when_their_output_is_recorded_again(tmp_path):
+    first = Committer.open(str(tmp_path), "cache", "cfg", False, {})
+    first.record(_with_parts(0, ["a.bin", "a.idx"], 1))
+    first.flush()
+    again = Committer.open(str(tmp_path), "cache", "cfg", False, {})  # indexes the manifest it read
+    again.record(_with_parts(0, ["a.bin"], 2))
+    again.flush()
+    assert entries(tmp_path) == ["a.bin", "c_0.h5"]
