@@ -192,9 +192,10 @@ def wait_for_state(pids: tuple[int, ...], wanted, timeout: float = 30.0) -> None
 
 
 def test_ctrl_z_stops_the_run_with_the_client_and_sigcont_resumes_both(world, llamafactory):
-    # long enough (40 chunks, seconds of work) that the run cannot end before the stop reaches it
-    rows = load_json_or_jsonl(llamafactory / "c4_demo.jsonl") * 20
-    run, child = start_warm_run(world, write_chunks(world.home / "in-long", rows, 40))
+    # long enough that the run cannot end before the stop reaches it: 40 chunks of 20x the demo
+    # ended first once small chunks got cheaper (CI, 2026-12-06), so 120 chunks of 60x
+    rows = load_json_or_jsonl(llamafactory / "c4_demo.jsonl") * 60
+    run, child = start_warm_run(world, write_chunks(world.home / "in-long", rows, 120))
     run.send_signal(signal.SIGTSTP)
     wait_for_state((run.pid, child), lambda state: state == "T")
     time.sleep(0.5)
