@@ -18,8 +18,6 @@ Neither pipeline writes anything or checks a row; the stage does both (docs/perf
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
@@ -29,21 +27,14 @@ import orjson
 
 from bench.ceiling import BATCH, clocked, pt_corpus
 from bench.corpus import GPT2
+from pipeline_core.stages.read_ahead import ReadAhead
 
 
 def read_ahead(items: Iterable) -> Iterator:
-    """``items`` produced by a thread of its own, one item ahead of the consumer."""
-    waiting: queue.Queue = queue.Queue(maxsize=1)
-    end = object()
-
-    def produce() -> None:
-        for item in items:
-            waiting.put(item)
-        waiting.put(end)
-
-    threading.Thread(target=produce, daemon=True).start()
-    while (item := waiting.get()) is not end:
-        yield item
+    """``items`` produced by a thread of its own, one item ahead of the consumer (the stage's own
+    ``ReadAhead``)."""
+    with ReadAhead(items, depth=1) as ahead:
+        yield from ahead
 
 
 def orjson_texts(files: list[Path]) -> Iterator[list[str]]:

@@ -46,11 +46,11 @@ class Committer:
         known = self.manifest.entries.get(name)
         if known and known.extra.get("result") == result.model_dump():
             return  # already committed (a cache hit or a resumed chunk): no rewrite
-        self._drop_parts(name)
-        for part in result.parts:
-            part_name = part.url.rsplit("/", 1)[-1]
+        parts = self._parts_index()
+        self._drop_parts(name, parts.pop(name, []))
+        parts[name] = [part.url.rsplit("/", 1)[-1] for part in result.parts]
+        for part, part_name in zip(result.parts, parts[name]):
             self.manifest.entries[part_name] = ManifestEntry(part_name, part.sha256, part.size, extra={"part_of": name})
-        self.parts_of[name] = [part.url.rsplit("/", 1)[-1] for part in result.parts]
         self.manifest.entries[name] = ManifestEntry(
             name=name,
             sha256=result.sha256,
@@ -64,15 +64,20 @@ class Committer:
         if save:
             self.save_soon()
 
-    def _drop_parts(self, name: str) -> None:
-        """Remove the entries of the parts ``name`` had: found through ``parts_of``, not by a scan of
-        every entry per record (that made recording 1,000 chunks quadratic)."""
+    def _parts_index(self) -> dict[str, list[str]]:
+        """``parts_of``, built from the manifest at first use: an output's old part entries are found
+        through it, not by a scan of every entry per record (that made recording 1,000 chunks
+        quadratic)."""
         if self.parts_of is None:
             self.parts_of = {}
             for key, entry in self.manifest.entries.items():
                 if owner := entry.extra.get("part_of"):
                     self.parts_of.setdefault(owner, []).append(key)
-        for key in self.parts_of.pop(name, []):
+        return self.parts_of
+
+    def _drop_parts(self, name: str, keys: list[str]) -> None:
+        """Remove those of ``keys`` that are still entries of parts of ``name``."""
+        for key in keys:
             entry = self.manifest.entries.get(key)
             if entry is not None and entry.extra.get("part_of") == name:
                 del self.manifest.entries[key]

@@ -10,7 +10,6 @@ from bench import file_cost
 
 def test_the_writer_child_writes_complete_files(tmp_path, monkeypatch):
     written = []
-    real = file_cost.tempfile.TemporaryDirectory
 
     class Kept:  # keep the folder so the file can be read after the child returns
         def __enter__(self):
@@ -21,7 +20,6 @@ def test_the_writer_child_writes_complete_files(tmp_path, monkeypatch):
 
     monkeypatch.setattr(file_cost.tempfile, "TemporaryDirectory", Kept)
     file_cost.writer_files(2)
-    monkeypatch.setattr(file_cost.tempfile, "TemporaryDirectory", real)
     with h5py.File(written[0]) as f:
         assert bool(f.attrs["complete"]) and len(f.attrs) >= 38 and list(f["s"][:3]) == [0, 1, 2]
 
