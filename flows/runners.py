@@ -78,9 +78,9 @@ def build_task_runner(run: RunOptions):
 
         return ThreadPoolTaskRunner(max_workers=run.max_workers)
     if run.task_runner == "processes":
-        from prefect.task_runners import ProcessPoolTaskRunner
+        from flows.process_pool import ReportingProcessPool
 
-        return ProcessPoolTaskRunner(max_workers=run.max_workers)
+        return ReportingProcessPool(max_workers=run.max_workers)
     from prefect_dask import DaskTaskRunner
 
     if run.dask_address:

@@ -97,6 +97,28 @@ def test_a_second_run_reuses_it_and_both_runs_are_on_it(kept):
         assert int(json.loads(response.read())) == 2  # both runs are visible in its UI
 
 
+def logs_on(api_url: str) -> list[dict]:
+    body = json.dumps({"limit": 200}).encode()
+    request = urllib.request.Request(f"{api_url}/logs/filter", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_worker_processes_log_to_the_kept_server_and_start_no_other(kept):
+    # the workers' log lines reach the parent through a queue and a thread of the runner, which
+    # sent them to a temporary server of its own when the run's API was set after Prefect loaded
+    output = kept.home / "processes"
+    run = h5pipe(kept.env, *cache_args(kept.inputs, output, kept.gpt2_path), "--task-runner", "processes")
+    assert run.returncode == 0, run.stderr
+    assert "Starting temporary server" not in run.stderr, run.stderr[-3000:]
+    chunk_lines = {
+        log["message"].split(":")[0]
+        for log in logs_on(kept.record.api_url)
+        if log["task_run_id"] and log["message"].startswith(str(output))
+    }
+    assert chunk_lines == {str(output / f"train_chunk_{i}.h5") for i in range(2)}
+
+
 def test_outputs_are_byte_identical_with_and_without_the_reused_server(kept, prefect_harness):
     # in-process against the session's test server: Prefect's API as configured, no kept server
     result = CliRunner().invoke(app, cache_args(kept.inputs, kept.home / "harness", kept.gpt2_path))
