@@ -20,6 +20,7 @@ import pytest
 
 from flows.server_record import pid_alive
 from flows.warm.fingerprint import fingerprint
+from pipeline_core.commit.lock import FolderLock
 from tests.conftest import free_port, load_json_or_jsonl
 from tests.flows.test_cache_flow import write_chunks
 from tests.flows.test_local_server import cache_args, clean_env, digests
@@ -139,11 +140,12 @@ def test_a_changed_fingerprint_does_not_use_the_old_warm_process(world):
     assert other["fingerprint"] != world.warm["fingerprint"]
 
 
-def start_warm_run(world: World, inputs: Path | None = None) -> tuple[subprocess.Popen, int]:
+def start_warm_run(world: World, output: Path | None = None, *extra: str) -> tuple[subprocess.Popen, int]:
     """A cache run through the warm process, and its child's pid once the warm process lists it."""
     world.n += 1
+    output = output or world.home / f"out-{world.n}"
     run = subprocess.Popen(
-        [*CLI, *cache_args(inputs or world.inputs, world.home / f"out-{world.n}", world.gpt2_path)],
+        [*CLI, *cache_args(world.inputs, output, world.gpt2_path), *extra],
         env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
@@ -191,19 +193,23 @@ def wait_for_state(pids: tuple[int, ...], wanted, timeout: float = 30.0) -> None
     raise AssertionError(f"states {[process_state(p) for p in pids]} after {timeout} s")
 
 
-def test_ctrl_z_stops_the_run_with_the_client_and_sigcont_resumes_both(world, llamafactory):
-    # long enough that the run cannot end before the stop reaches it: 40 chunks of 20x the demo
-    # ended first once small chunks got cheaper (CI, 2026-12-06), so 120 chunks of 60x
-    rows = load_json_or_jsonl(llamafactory / "c4_demo.jsonl") * 60
-    run, child = start_warm_run(world, write_chunks(world.home / "in-long", rows, 120))
-    run.send_signal(signal.SIGTSTP)
-    wait_for_state((run.pid, child), lambda state: state == "T")
-    time.sleep(0.5)
-    assert process_state(child) == "T"  # still stopped: nothing ran on behind the stopped client
-    run.send_signal(signal.SIGCONT)
-    wait_for_state((child,), lambda state: state != "T")
+def test_ctrl_z_stops_the_run_with_the_client_and_sigcont_resumes_both(world):
+    # the run waits for its output folder's lock, which this test holds until the run was stopped
+    # and resumed: however fast the run, it cannot end before the stop reaches it (a run that was
+    # only long enough ended first once, in CI, when small chunks got cheaper)
+    output = world.home / "out-held"
+    output.mkdir()
+    with FolderLock(str(output)):
+        run, child = start_warm_run(world, output, "--lock-timeout", "120")
+        run.send_signal(signal.SIGTSTP)
+        wait_for_state((run.pid, child), lambda state: state == "T")
+        time.sleep(0.5)
+        assert process_state(child) == "T"  # still stopped: nothing ran on behind the stopped client
+        run.send_signal(signal.SIGCONT)
+        wait_for_state((child,), lambda state: state != "T")
     _, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
+    assert len(list(output.glob("*.h5"))) == len(list(world.inputs.glob("*.jsonl")))
 
 
 def test_the_client_imports_nothing_heavy(world):
