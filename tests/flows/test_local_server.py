@@ -98,17 +98,25 @@ def test_a_second_run_reuses_it_and_both_runs_are_on_it(kept):
 
 
 def logs_on(api_url: str) -> list[dict]:
-    body = json.dumps({"limit": 200}).encode()
+    body = json.dumps({"limit": 200, "sort": "TIMESTAMP_DESC"}).encode()  # the latest runs' lines
     request = urllib.request.Request(f"{api_url}/logs/filter", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 
 
-def test_worker_processes_log_to_the_kept_server_and_start_no_other(kept):
-    # the workers' log lines reach the parent through a queue and a thread of the runner, which
-    # sent them to a temporary server of its own when the run's API was set after Prefect loaded
-    output = kept.home / "processes"
-    run = h5pipe(kept.env, *cache_args(kept.inputs, output, kept.gpt2_path), "--task-runner", "processes")
+WORKER_RUNNERS = {
+    "processes": ("--task-runner", "processes"),
+    "dask-processes": ("--task-runner", "dask", "--dask-workers", "processes"),
+}
+
+
+@pytest.mark.parametrize("runner", sorted(WORKER_RUNNERS))
+def test_worker_processes_log_to_the_kept_server_and_start_no_other(kept, runner):
+    # a process pool's workers send their log lines through a queue to a thread of the runner in
+    # the parent, which sent them to a temporary server of its own when the run's API was set
+    # after Prefect loaded (flows/process_pool.py); Dask's workers send their own
+    output = kept.home / runner
+    run = h5pipe(kept.env, *cache_args(kept.inputs, output, kept.gpt2_path), *WORKER_RUNNERS[runner])
     assert run.returncode == 0, run.stderr
     assert "Starting temporary server" not in run.stderr, run.stderr[-3000:]
     chunk_lines = {
