@@ -13,9 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import orjson
 
-from pipeline_core.storage.fs import url_to_fs
-
-BLOCK = 1 << 20
+from pipeline_core.storage.hashing import file_digest
 
 
 def digest(*parts) -> str:
@@ -25,12 +23,7 @@ def digest(*parts) -> str:
 
 
 def file_sha256(url: str, storage_options: dict | None = None) -> str:
-    fs, path = url_to_fs(url, storage_options)
-    sha = hashlib.sha256()
-    with fs.open(path, "rb") as f:
-        while block := f.read(BLOCK):
-            sha.update(block)
-    return sha.hexdigest()
+    return file_digest(url, storage_options).sha256
 
 
 def files_fingerprint(files: Sequence[str], storage_options: dict | None = None) -> str:

@@ -24,7 +24,6 @@ cache stage reuses the chunks it already made.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import posixpath
@@ -36,6 +35,7 @@ import numpy as np
 
 from pipeline_core.errors import ConfigError
 from pipeline_core.storage.fs import is_local, join_url, publish, url_to_fs
+from pipeline_core.storage.hashing import file_digest
 
 SPLITS = ("train", "validation")
 BUCKET_BYTES = 256 << 20
@@ -198,20 +198,16 @@ def _publish_split(paths: list[str], folder: str, storage_options) -> list[str]:
 def _publish(local: str, url: str, storage_options) -> str:
     """``local`` moved to ``url`` unless ``url`` already holds the same bytes."""
     fs, path = url_to_fs(url, storage_options)
-    if fs.exists(path) and fs.size(path) == os.path.getsize(local) and _sha256(fs, path) == _sha256(None, local):
+    if (
+        fs.exists(path)
+        and fs.size(path) == os.path.getsize(local)
+        and file_digest(url, storage_options) == file_digest(local)
+    ):
         return url
     if is_local(fs):
         os.makedirs(os.path.dirname(path), exist_ok=True)
     publish(local, fs, path)
     return url
-
-
-def _sha256(fs, path: str) -> str:
-    digest = hashlib.sha256()
-    with fs.open(path, "rb") if fs else open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _size(url: str, storage_options) -> int:
