@@ -20,12 +20,9 @@ from prefect.task_runners import ProcessPoolTaskRunner
 class ReportingProcessPool(ProcessPoolTaskRunner):
     """ProcessPoolTaskRunner whose forwarding thread sees the settings of the run that entered it."""
 
-    _entered_in: contextvars.Context | None = None
-
     def __enter__(self):
-        self._entered_in = contextvars.copy_context()
+        self._entered_in = contextvars.copy_context()  # before the runner starts its thread
         return super().__enter__()
 
     def _forward_subprocess_messages(self) -> None:
-        context = self._entered_in or contextvars.copy_context()
-        context.run(super()._forward_subprocess_messages)
+        self._entered_in.run(super()._forward_subprocess_messages)
