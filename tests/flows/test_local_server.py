@@ -84,24 +84,25 @@ def test_a_first_run_starts_the_kept_server_and_says_so(kept):
     assert kept.record.url == f"http://127.0.0.1:{kept.env['PREFECT_SERVER_API_PORT']}"
 
 
+def api_post(api_url: str, path: str, body: dict):
+    request = urllib.request.Request(
+        f"{api_url}/{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def logs_on(api_url: str) -> list[dict]:
+    return api_post(api_url, "logs/filter", {"limit": 200, "sort": "TIMESTAMP_DESC"})  # the latest runs' lines
+
+
 def test_a_second_run_reuses_it_and_both_runs_are_on_it(kept):
     second = h5pipe(kept.env, *cache_args(kept.inputs, kept.home / "second", kept.gpt2_path))
     assert second.returncode == 0, second.stderr
     assert "started a local" not in second.stderr and "Starting temporary server" not in second.stderr
     assert kept.read() == kept.record  # same keeper, same server
-    body = json.dumps({"flows": {"name": {"any_": ["h5pipe-cache"]}}}).encode()
-    request = urllib.request.Request(
-        f"{kept.record.api_url}/flow_runs/count", data=body, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert int(json.loads(response.read())) == 2  # both runs are visible in its UI
-
-
-def logs_on(api_url: str) -> list[dict]:
-    body = json.dumps({"limit": 200, "sort": "TIMESTAMP_DESC"}).encode()  # the latest runs' lines
-    request = urllib.request.Request(f"{api_url}/logs/filter", data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
+    count = api_post(kept.record.api_url, "flow_runs/count", {"flows": {"name": {"any_": ["h5pipe-cache"]}}})
+    assert int(count) == 2  # both runs are visible in its UI
 
 
 WORKER_RUNNERS = {
