@@ -15,7 +15,11 @@ wall and CPU seconds (user + system, every thread):
 - ``stage``: ``cache_jsonl`` unpacked and packed 2048 (the library rows), with the default cache
   bound and with ``H5PIPE_GIGATOKEN_RESET_CHARS=0`` (never rebuilt).
 
-"cores busy" is CPU / wall: how much of the machine a part keeps working.
+"cores busy" is CPU / wall: how much of the machine a part keeps working. The raw row and the
+unpacked stage also report CPU seconds per thread (gigatoken's own pool, the stage's reading,
+hashing, encode and HDF5 threads, the main thread), and the report ends with the budget: the CPU
+time ``cores`` cores give in the wall time that 70% of raw gigatoken's speed allows, beside the
+CPU time the stage spends.
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -44,6 +51,50 @@ BATCH = 1000
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+TARGET = 0.7  # issue 19: the library stage at >= 70% of raw gigatoken's speed
+
+
+def _native_thread_cpu() -> dict[int, float]:
+    """CPU seconds of this process's threads that Python did not start (gigatoken's Rust pool)."""
+    python = {t.native_id for t in threading.enumerate()}
+    out = {}
+    for tid in map(int, os.listdir("/proc/self/task")):
+        if tid in python:
+            continue
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        out[tid] = (int(fields[11]) + int(fields[12])) / TICKS
+    return out
+
+
+@contextmanager
+def thread_cpu():
+    """Yields a Counter that, after the block, holds CPU seconds by thread name: the main thread,
+    every Python thread started in the block (taken as it ends: the stage's threads end with it)
+    and ``native pool`` for the threads Python did not start (they outlive the block)."""
+    spent: Counter = Counter()
+    run = threading.Thread.run
+
+    def timed_run(thread: threading.Thread) -> None:
+        try:
+            run(thread)
+        finally:
+            spent[thread.name.rstrip("0123456789_").rstrip("-_ ")] += time.thread_time()
+
+    native, main = _native_thread_cpu(), time.thread_time()
+    threading.Thread.run = timed_run
+    try:
+        yield spent
+    finally:
+        threading.Thread.run = run
+        spent["main"] += time.thread_time() - main
+        after = _native_thread_cpu()
+        spent["native pool (gigatoken)"] += sum(cpu - native.get(tid, 0.0) for tid, cpu in after.items())
 
 
 def texts_of(files: list[Path]) -> list[str]:
@@ -66,14 +117,16 @@ def part_gigatoken(files: list[Path], rebuild_every: int = 0) -> dict:
     tok.encode_batch(["warm up"])
     wall, cpu = time.perf_counter(), cpu_seconds()
     tokens = chars = rebuilds = 0
-    for i in range(0, len(texts), BATCH):
-        batch = texts[i : i + BATCH]
-        if rebuild_every and chars >= rebuild_every:
-            tok = None  # dropped before the next one loads, as GigatokenBackend does
-            tok, chars, rebuilds = gigatoken.Tokenizer.from_json(source), 0, rebuilds + 1
-        tokens += int(tok.encode_batch(batch).layout.offsets.data[-1])
-        chars += sum(map(len, batch))
-    return {"wall": time.perf_counter() - wall, "cpu": cpu_seconds() - cpu, "tokens": tokens, "rebuilds": rebuilds}
+    with thread_cpu() as threads:
+        for i in range(0, len(texts), BATCH):
+            batch = texts[i : i + BATCH]
+            if rebuild_every and chars >= rebuild_every:
+                tok = None  # dropped before the next one loads, as GigatokenBackend does
+                tok, chars, rebuilds = gigatoken.Tokenizer.from_json(source), 0, rebuilds + 1
+            tokens += int(tok.encode_batch(batch).layout.offsets.data[-1])
+            chars += sum(map(len, batch))
+    wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+    return {"wall": wall, "cpu": cpu, "tokens": tokens, "rebuilds": rebuilds, "threads": dict(threads)}
 
 
 def part_stage(folder: Path, pack: int, work: Path) -> dict:
@@ -86,10 +139,11 @@ def part_stage(folder: Path, pack: int, work: Path) -> dict:
     pad = tok.eos_token_id if pack else None
     out = tempfile.mkdtemp(prefix="h5-", dir=work)
     wall, cpu = time.perf_counter(), cpu_seconds()
-    cache_jsonl(str(folder), out, processor, pack, pad)
+    with thread_cpu() as threads:
+        cache_jsonl(str(folder), out, processor, pack, pad)
     wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
     shutil.rmtree(out)
-    return {"wall": wall, "cpu": cpu}
+    return {"wall": wall, "cpu": cpu, "threads": dict(threads)}
 
 
 def run_part(args: list[str], env: dict | None = None) -> dict:
@@ -133,7 +187,30 @@ def report(result: dict) -> str:
         shares = f"{raw / part['wall']:.0%} | {rebuilt / part['wall']:.0%}" if name.startswith("stage") else "- | -"
         busy = part["cpu"] / part["wall"]
         lines.append(f"| {name} | {part['wall']:.2f} | {part['cpu']:.2f} | {busy:.2f} | {shares} |")
-    return "\n".join(lines)
+    return "\n".join(lines + ["", *per_thread(parts), "", budget(parts, result["cores"])])
+
+
+def per_thread(parts: dict) -> list[str]:
+    """CPU seconds by thread of the raw row and the unpacked stage (the runs the table shows)."""
+    rows = {"gigatoken": parts["gigatoken"]["threads"], "stage pack=0": parts["stage pack=0"]["threads"]}
+    names = sorted({n for t in rows.values() for n in t}, key=lambda n: -max(t.get(n, 0.0) for t in rows.values()))
+    lines = ["| thread | " + " | ".join(f"{r}: CPU s" for r in rows) + " |", "|---|" + "---|" * len(rows)]
+    for name in names:
+        lines.append(f"| {name} | " + " | ".join(f"{t.get(name, 0.0):.2f}" for t in rows.values()) + " |")
+    rest = [parts[r]["cpu"] - sum(t.values()) for r, t in rows.items()]  # threads that ended unseen, rounding
+    return [*lines, "| (process CPU not in a thread above) | " + " | ".join(f"{x:.2f}" for x in rest) + " |"]
+
+
+def budget(parts: dict, cores: int) -> str:
+    """The CPU time ``cores`` cores give in the wall time 70% of raw gigatoken's speed allows,
+    beside the unpacked stage's own CPU time."""
+    allowed = parts["gigatoken"]["wall"] / TARGET
+    stage = parts["stage pack=0"]
+    return (
+        f"At {TARGET:.0%} of raw gigatoken's speed the unpacked stage would have {allowed:.2f} s of wall time, "
+        f"{cores} cores x {allowed:.2f} s = {cores * allowed:.2f} s of CPU at most, every core busy all the time; "
+        f"it spent {stage['cpu']:.2f} s of CPU ({stage['cpu'] / stage['wall']:.2f} cores busy over {stage['wall']:.2f} s)."
+    )
 
 
 def part_main(argv: list[str]) -> None:

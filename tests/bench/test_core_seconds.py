@@ -35,10 +35,19 @@ def test_rebuilds_are_counted_and_change_no_token(corpus, monkeypatch):
 
 
 def test_stage_part_and_report(corpus, tmp_path):
-    stage = part_stage(corpus.folder("pt"), 2048, tmp_path)
+    stage = part_stage(corpus.folder("pt"), 0, tmp_path)
     assert stage["wall"] > 0 and stage["cpu"] > 0
     assert list(tmp_path.iterdir()) == []  # its output folder is removed
-    parts = {"parse": stage, "gigatoken": stage, "gigatoken, rebuilt": stage, "stage pack=2048": stage}
-    table = report({"cores": 2, "parts": parts}).splitlines()
-    assert len(table) == 2 + len(parts)
-    assert table[-1].startswith("| stage pack=2048 |") and table[-1].endswith("| 100% | 100% |")
+    threads = stage["threads"]
+    # the stage's own threads are named and counted once each, within the process's CPU time
+    assert {"main", "h5pipe-read-ahead", "h5pipe-encode", "native pool (gigatoken)"} <= set(threads)
+    assert threads["h5pipe-read-ahead"] > 0 and threads["main"] > 0
+    assert sum(threads.values()) <= stage["cpu"] + 0.01 * len(threads)  # /proc counts in ticks of 10 ms
+    parts = {"parse": stage, "gigatoken": stage, "gigatoken, rebuilt": stage, "stage pack=0": stage}
+    table, by_thread, budget = report({"cores": 2, "parts": parts}).split("\n\n")
+    rows = table.splitlines()
+    assert len(rows) == 2 + len(parts)
+    assert rows[-1].startswith("| stage pack=0 |") and rows[-1].endswith("| 100% | 100% |")
+    assert sorted(line.split(" | ")[0] for line in by_thread.splitlines()[2:-1]) == sorted(f"| {n}" for n in threads)
+    assert f"2 cores x {stage['wall'] / 0.7:.2f} s = {2 * stage['wall'] / 0.7:.2f} s of CPU at most" in budget
+    assert f"it spent {stage['cpu']:.2f} s of CPU" in budget
