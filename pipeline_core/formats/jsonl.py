@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 import orjson
 
 from pipeline_core.errors import ConfigError, RowError
+from pipeline_core.formats.lines import OversizedLine, iter_line_blocks
 from pipeline_core.formats.write_behind import WriteBehind
 from pipeline_core.storage.fs import url_to_fs
 
-BLOCK_SIZE = 1 << 20  # one block and its lines are held at once
 BATCH_BYTES = 16 << 20  # default byte bound of a batch (see JsonlReader; why this size: stages/encode_ahead.py)
 BATCH_ROWS = 16384  # default row bound of a batch
 HASH_BLOCKS_AHEAD = 4  # read blocks waiting for the hashing thread
@@ -70,95 +70,20 @@ class LineBatch:
             self.add(number, one)
 
 
-@dataclass(frozen=True, slots=True)
-class OversizedLine:
-    """Stands for a line longer than the limit: only its size was kept."""
-
-    size: int
-    limit: int
-
-
-class _Pending:
-    """The unfinished line across blocks, kept only up to ``limit`` bytes (then just counted)."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
-        self.parts: list[bytes] = []
-        self.size = 0
-
-    def add(self, piece: bytes) -> None:
-        self.size += len(piece)
-        if self.limit is not None and self.size > self.limit:
-            self.parts = []
-        elif piece:
-            self.parts.append(piece)
-
-    def take(self, piece: bytes) -> bytes | OversizedLine:
-        """The line ending with ``piece``; resets for the next one."""
-        self.add(piece)
-        line = OversizedLine(self.size, self.limit) if self._over else b"".join(self.parts)
-        self.parts, self.size = [], 0
-        return line
-
-    @property
-    def _over(self) -> bool:
-        return self.limit is not None and self.size > self.limit
-
-
-def iter_raw_lines(
-    f, block_size: int = BLOCK_SIZE, hasher=None, max_bytes: int | None = None
-) -> Iterator[tuple[int, bytes | OversizedLine]]:
-    """(line number, bytes without the newline) for every line of a binary file object; a line over
-    ``max_bytes`` comes as an OversizedLine, read through without being kept."""
-    for first, lines in iter_line_blocks(f, block_size, hasher, max_bytes):
-        yield from enumerate(lines, start=first)
-
-
-def iter_line_blocks(
-    f, block_size: int = BLOCK_SIZE, hasher=None, max_bytes: int | None = None
-) -> Iterator[tuple[int, list[bytes | OversizedLine]]]:
-    """(number of the first line, the lines) for each block read that ends at least one line: the
-    lines as ``iter_raw_lines`` gives them, a list at a time so callers can work on whole blocks."""
-    pending = _Pending(max_bytes)
-    number = 1
-    while block := f.read(block_size):
-        if hasher is not None:
-            hasher.update(block)
-        parts = block.split(b"\n")
-        if len(parts) > 1:
-            rest = parts.pop()  # the line still open at the block's end
-            lines = [pending.take(parts[0])]  # ends the line begun in earlier blocks
-            middle = parts[1:]
-            if max_bytes is not None and middle and max(map(len, middle)) > max_bytes:
-                middle = [_bounded(part, max_bytes) for part in middle]
-            lines += middle
-            pending.add(rest)
-            yield number, lines
-            number += len(lines)
-        else:
-            pending.add(parts[0])
-    if pending.size:
-        yield number, [pending.take(b"")]
-
-
-def _bounded(line: bytes, max_bytes: int) -> bytes | OversizedLine:
-    return line if len(line) <= max_bytes else OversizedLine(len(line), max_bytes)
-
-
-def parse_line(raw: bytes | OversizedLine):
+def parse_line(raw: bytes | memoryview | OversizedLine):
     """A dict, or a RowError saying why the line is not one."""
     if isinstance(raw, OversizedLine):
         return too_large_error(raw)
     try:
         value = orjson.loads(raw)  # a trailing \r is JSON whitespace: CRLF lines parse as they are
     except orjson.JSONDecodeError:
-        value = _parse_refused(raw)
+        value = _parse_refused(bytes(raw))  # a view into the block (split_lines) has no bytes methods
     if isinstance(value, (dict, RowError)):
         return value
     return RowError("not_an_object", f"line holds a JSON {type(value).__name__}, expected an object")
 
 
-def parse_lines(lines: list[bytes | OversizedLine]) -> list:
+def parse_lines(lines: list[bytes | memoryview | OversizedLine]) -> list:
     """``parse_line`` of every line, a block at a time: one orjson call per line and no other
     Python work per line unless some line of the block is not a JSON object as it stands."""
     try:

@@ -20,7 +20,8 @@ from pipeline_core.commit.quarantine import ErrorRateExceeded
 from pipeline_core.commit.verify import h5_problems
 from pipeline_core.errors import BadRowError, ConfigError
 from pipeline_core.formats.h5 import read_attrs
-from pipeline_core.formats.jsonl import JsonlReader, OversizedLine, iter_raw_lines
+from pipeline_core.formats.jsonl import JsonlReader
+from pipeline_core.formats.lines import OversizedLine, iter_raw_lines
 from pipeline_core.processors import ProcessorFactory
 from pipeline_core.stages.cache import CacheOptions, cache_file
 from tests.reliability.helpers import assert_exactly_once, hidden
