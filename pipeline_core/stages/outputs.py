@@ -7,6 +7,8 @@ anything is written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pipeline_core.errors import ConfigError
 from pipeline_core.formats.megatron.output import LEVELS, megatron_name
 from pipeline_core.storage.fs import join_url
@@ -21,15 +23,22 @@ def check_unique_outputs(inputs: list[str]) -> None:
     """Refuse inputs whose outputs would share a name (``a/x.jsonl`` and ``b/x.jsonl`` both make
     ``x.h5``): one would silently overwrite the other. Checked before anything is written, so every
     accepted set of inputs has one output name per input."""
+    check_unique_names(
+        inputs,
+        lambda url: f"{output_stem(url)}.h5",
+        "in the output folder",
+        "rename one of them, or cache them into separate output folders",
+    )
+
+
+def check_unique_names(inputs: list[str], name_of: Callable[[str], str], where: str, fix: str) -> None:
+    """A ConfigError naming the first two ``inputs`` that ``name_of`` gives the same name ``where``."""
     seen: dict[str, str] = {}
     for url in inputs:
-        stem = output_stem(url)
-        if stem in seen:
-            raise ConfigError(
-                f"inputs {seen[stem]} and {url} would both be written as {stem}.h5 in the output folder; "
-                "rename one of them, or cache them into separate output folders"
-            )
-        seen[stem] = url
+        name = name_of(url)
+        if name in seen:
+            raise ConfigError(f"inputs {seen[name]} and {url} would both be written as {name} {where}; {fix}")
+        seen[name] = url
 
 
 def output_names(input_url: str, output_dir: str) -> tuple[str, str]:

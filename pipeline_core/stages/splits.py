@@ -16,7 +16,8 @@ then runs over each split's shards as usual.
   (seeded), then each bucket is read back alone, permuted (seeded) and written as one shard.
   Memory holds one bucket (about ``bucket_bytes``) at a time, whatever the data size.
 - Without ``shuffle`` rows keep their order, and shard ``{split}/{chunk stem}.jsonl`` holds the rows
-  of that input chunk which fell to the split.
+  of that input chunk which fell to the split; inputs of the same name in different folders are
+  refused before anything is written (one shard would overwrite the other).
 
 A shard whose bytes equal the existing file is not rewritten, so a rerun keeps its stamps and the
 cache stage reuses the chunks it already made.
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline_core.errors import ConfigError
+from pipeline_core.stages.outputs import check_unique_names
 from pipeline_core.storage.fs import is_local, join_url, publish, url_to_fs
 from pipeline_core.storage.hashing import file_digest
 
@@ -83,6 +85,13 @@ def prepare_splits(
     inputs: Sequence[str], work_dir: str, options: SplitOptions, storage_options: dict | None = None
 ) -> PreparedSplits:
     """Write the split (and, with ``shuffle``, permuted) shards of ``inputs`` under ``work_dir``."""
+    if not options.shuffle:  # shards are named after their input then (shuffled ones are numbered)
+        check_unique_names(
+            list(inputs),
+            lambda url: _stem(url) + ".jsonl",
+            f"in each split's folder under {work_dir}",
+            "rename one of them, or shuffle the rows (shuffled shards are numbered)",
+        )
     counts = [count_rows(u, storage_options) for u in inputs]
     total = sum(counts)
     validation = validation_rows(total, options)

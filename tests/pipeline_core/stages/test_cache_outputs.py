@@ -257,3 +257,15 @@ def test_concat_boundaries_match_a_plain_python_model(batches, pack_size):
         assert packs.position_ids[p].tolist() == positions + [0] * (pack_size - len(row))
         assert packs.arrays["sequence"][p].tolist() == [1000 * d + i for d, i in row] + [-1] * (pack_size - len(row))
         assert packs.arrays["w"][p].tolist() == [0.5] * len(row) + [0.0] * (pack_size - len(row))
+
+
+def test_inputs_that_would_share_an_output_name_are_refused_before_anything_is_written(tmp_path, gpt2):
+    inputs = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        inputs.append(str(write_jsonl(tmp_path / folder / "x.jsonl", [{"text": f"from {folder}"}])))
+    with pytest.raises(ConfigError) as refused:
+        cache_jsonl(inputs, str(tmp_path / "out"), ProcessorFactory.create("pt", gpt2))
+    message = str(refused.value)
+    assert inputs[0] in message and inputs[1] in message and "x.h5" in message and "rename one of them" in message
+    assert list((tmp_path / "out").iterdir()) == []

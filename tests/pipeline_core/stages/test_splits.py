@@ -121,3 +121,31 @@ def test_bad_val_sizes_say_what_to_change(tmp_path, val_size, message):
     inputs = write_chunks(tmp_path / "in", [10])
     with pytest.raises(ConfigError, match=message):
         prepare_splits(inputs, str(tmp_path / "o"), SplitOptions(val_size=val_size))
+
+
+def same_named_chunks(tmp_path) -> list[str]:
+    paths = []
+    for folder, first in (("a", 0), ("b", 10)):
+        (tmp_path / folder).mkdir()
+        path = tmp_path / folder / "train_chunk_0.jsonl"
+        path.write_text("".join(json.dumps({"text": f"row {g}", "g": g}) + "\n" for g in range(first, first + 10)))
+        paths.append(str(path))
+    return paths
+
+
+def test_inputs_of_one_name_are_refused_before_anything_is_written(tmp_path):
+    inputs = same_named_chunks(tmp_path)
+    with pytest.raises(ConfigError) as refused:
+        prepare_splits(inputs, str(tmp_path / "prep"), SplitOptions(val_size=2, seed=0))
+    message = str(refused.value)
+    assert inputs[0] in message and inputs[1] in message and "train_chunk_0.jsonl" in message
+    assert "rename one of them" in message
+    assert not (tmp_path / "prep").exists()
+
+
+def test_shuffled_shards_are_numbered_so_inputs_of_one_name_keep_every_row(tmp_path):
+    prepared = prepare_splits(
+        same_named_chunks(tmp_path), str(tmp_path / "prep"), SplitOptions(val_size=2, shuffle=True)
+    )
+    train, val = rows_of(prepared.shards["train"]), rows_of(prepared.shards["validation"])
+    assert sorted(train + val) == list(range(20)) and len(val) == 2
