@@ -6,7 +6,8 @@ Layout of ``output``:
     output/_prepared/{train,validation}/*.jsonl   the split (shuffled) JSONL shards, the runs' inputs
     output/train/        a complete cache output (its own h5pipe-manifest.json, verify-able)
     output/validation/   the same for the validation rows (only with val_size)
-    output/h5pipe-splits.json   which splits exist, their rows and samples, seed, val_size, shuffle
+    output/h5pipe-splits.json   which splits exist, their rows and samples, seed, val_size, shuffle,
+                                and how many blank lines of the inputs were left out (they hold no row)
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def run_splits(params: CacheParams, storage: dict, cache_run) -> dict:
         "val_size": params.val_size,
         "seed": params.seed,
         "shuffle": params.shuffle,
+        "blank_lines_left_out": prepared.blank_lines,
         "splits": {
             split: {
                 "folder": split,

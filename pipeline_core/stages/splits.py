@@ -7,7 +7,9 @@ and writes new JSONL shards per split under ``work_dir/{train,validation}/``; th
 then runs over each split's shards as usual.
 
 - Rows are numbered globally: input chunks in the order given, lines in file order, blank lines
-  not counted. A row is a sample (a split-sentence document stays whole in one split).
+  not counted. Blank (or whitespace-only) lines hold no row and are left out of the shards; how
+  many were left out is ``PreparedSplits.blank_lines`` (the cache stage would have counted each
+  as a ``blank_line`` error). A row is a sample (a split-sentence document stays whole in one split).
 - ``val_size``: below 1 a fraction of the rows, rounded up as ``datasets.train_test_split`` does;
   from 1 on a count. Which rows go to validation is a seeded draw without replacement over the
   global row numbers, so the same inputs and seed give the same split on any machine and chunking.
@@ -75,10 +77,11 @@ class SplitOptions:
 
 @dataclass(frozen=True, slots=True)
 class PreparedSplits:
-    """The shards written per split, and each split's row count."""
+    """The shards written per split, each split's row count, and the blank lines left out."""
 
     shards: dict[str, list[str]]
     rows: dict[str, int]
+    blank_lines: int = 0
 
 
 def prepare_splits(
@@ -92,7 +95,8 @@ def prepare_splits(
             f"in each split's folder under {work_dir}",
             "rename one of them, or shuffle the rows (shuffled shards are numbered)",
         )
-    counts = [count_rows(u, storage_options) for u in inputs]
+    counted = [count_lines(u, storage_options) for u in inputs]
+    counts = [rows for rows, _ in counted]
     total = sum(counts)
     validation = validation_rows(total, options)
     splits = SPLITS if options.val_size is not None else SPLITS[:1]
@@ -106,7 +110,7 @@ def prepare_splits(
             written = _in_order(inputs, validation, tmp, storage_options)
         shards = {s: _publish_split(written[s], join_url(work_dir, s), storage_options) for s in splits}
     rows = {"validation": len(validation), "train": total - len(validation)} if options.val_size else {"train": total}
-    return PreparedSplits(shards, rows)
+    return PreparedSplits(shards, rows, sum(blank for _, blank in counted))
 
 
 def validation_rows(total: int, options: SplitOptions) -> np.ndarray:
@@ -120,7 +124,20 @@ def validation_rows(total: int, options: SplitOptions) -> np.ndarray:
 
 def count_rows(url: str, storage_options: dict | None = None) -> int:
     """Non-blank lines of a JSONL file (one streaming pass)."""
-    return sum(1 for _ in iter_lines(url, storage_options))
+    return count_lines(url, storage_options)[0]
+
+
+def count_lines(url: str, storage_options: dict | None = None) -> tuple[int, int]:
+    """(non-blank lines, blank or whitespace-only lines) of a JSONL file, in one streaming pass."""
+    rows = blank = 0
+    fs, path = url_to_fs(url, storage_options)
+    with fs.open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                rows += 1
+            else:
+                blank += 1
+    return rows, blank
 
 
 def iter_lines(url: str, storage_options: dict | None = None) -> Iterator[bytes]:

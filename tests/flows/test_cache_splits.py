@@ -40,6 +40,8 @@ def test_val_size_splits_deterministically_and_completely(c4_chunks, gpt2_path, 
     record = json.loads((tmp_path / "a" / "h5pipe-splits.json").read_text())
     assert record["splits"]["validation"]["rows"] == 30 and record["splits"]["train"]["samples"] == 270
     assert record["splits"]["train"]["manifest"] == "train/h5pipe-manifest.json"
+    blank = sum(1 for p in (tmp_path / "in").glob("*.jsonl") for line in p.read_text().splitlines() if not line.strip())
+    assert record["blank_lines_left_out"] == blank
 
 
 def test_shuffle_is_a_seeded_permutation_of_the_output(c4_chunks, gpt2_path, tmp_path):

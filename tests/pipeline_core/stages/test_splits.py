@@ -149,3 +149,21 @@ def test_shuffled_shards_are_numbered_so_inputs_of_one_name_keep_every_row(tmp_p
     )
     train, val = rows_of(prepared.shards["train"]), rows_of(prepared.shards["validation"])
     assert sorted(train + val) == list(range(20)) and len(val) == 2
+
+
+def test_blank_lines_are_left_out_and_counted(tmp_path):
+    rows = [json.dumps({"text": f"row {g}", "g": g}) for g in range(12)]
+    texts = [
+        "\n".join(rows[:5]) + "\n\n   \n" + "\n".join(rows[5:8]) + "\n",
+        "\t\r\n" + "\n".join(rows[8:]),  # a whitespace-only first line, no newline at the end
+    ]
+    inputs = []
+    for i, text in enumerate(texts):
+        (tmp_path / f"c{i}.jsonl").write_text(text)
+        inputs.append(str(tmp_path / f"c{i}.jsonl"))
+    blank = sum(1 for text in texts for line in text.splitlines() if not line.strip())
+    for shuffle in (False, True):
+        prepared = prepare_splits(inputs, str(tmp_path / f"prep{shuffle}"), SplitOptions(val_size=3, shuffle=shuffle))
+        assert prepared.blank_lines == blank == 3
+        assert sorted(rows_of(prepared.shards["train"]) + rows_of(prepared.shards["validation"])) == list(range(12))
+        assert sum(prepared.rows.values()) == 12
