@@ -72,8 +72,15 @@ class CacheJob(BaseModel):
             **{k: v for k, v in self.cache_options().items() if k not in UNKEYED_OPTIONS},
             **({"compression": self.compression} if self.compression else {}),  # None: keys as before it existed
             **({"position_ids": self.position_ids} if self.position_ids != "stored" else {}),  # likewise
+            **({"sentence_marks": "per_document"} if self._sentence_marks_moved() else {}),
             "format_version": FORMAT_VERSION,
         }
+
+    def _sentence_marks_moved(self) -> bool:
+        """Sentence items with bos asked for or eos turned off: until 2026-12-06 they were written
+        with eos and no bos whatever the settings, so their key must differ from those files'."""
+        kwargs = self.processor.get("processor_kwargs") or {}
+        return self.split_sentences and (bool(kwargs.get("add_bos", False)) or not kwargs.get("add_eos", True))
 
     def key_material(self, source_sha256: str, output_url: str) -> dict:
         """What one output depends on: its input's content, the settings and its destination."""

@@ -55,6 +55,11 @@ class PretrainProcessor(Processor):
         self._bos = _role_ids(tokenizer, "bos", self.add_bos, "add_bos=True prepends bos to every document")
         self._eos = _role_ids(tokenizer, "eos", self.add_eos, "the pt processor appends eos to every document")
 
+    @property
+    def document_marks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids before, ids after) every document: bos and eos where asked for, else empty."""
+        return self._bos, self._eos
+
     def describe(self) -> dict:
         """The base settings, plus ``text_keys`` when there are several and bos/eos when not the defaults."""
         extra = {"text_keys": self.text_keys} if len(self.text_keys) > 1 else {}

@@ -4,7 +4,9 @@ Each document is cut into sentences by an offline splitter (``blingfire``: a fin
 shipped inside its wheel, nothing downloaded at run time). The cut is lossless: whitespace between
 two sentences goes to the start of the second, where byte-level BPE tokenizers put it anyway
 (" World"), so the sentences of a document join back to its exact text. Every sentence is
-tokenized on its own; EOS ends only the last sentence of a document.
+tokenized on its own; the wrapped ``pt`` processor's ``add_bos`` / ``add_eos`` are kept per document:
+bos opens only its first sentence, eos closes only its last, so the sentences of a document join
+back to exactly the tokens ``pt`` writes for it unsplit.
 
 ``SentenceProcessor`` wraps a ``pt`` processor and returns per document::
 
@@ -69,7 +71,8 @@ class SentenceProcessor:
         self.processor, self.splitter_name = processor, splitter
         self.split = sentence_splitter(splitter)
         self.type, self.groups, self.tokenizer = processor.type, processor.groups, processor.tokenizer
-        self._eos = np.asarray([processor.tokenizer.eos_token_id], dtype=np.int32)
+        # the very ids pt wraps a whole document with (empty when add_bos / add_eos is off)
+        self._bos, self._eos = processor.document_marks
 
     @property
     def keys(self) -> list[str]:
@@ -88,10 +91,11 @@ class SentenceProcessor:
         return self.processor.normalizer(text) if self.processor.normalizer else text
 
     def _encode(self, texts: list[str]) -> tuple[Ragged, Ragged]:
-        """(tokens per document, sentence lengths per document), EOS closing each document."""
+        """(tokens per document, sentence lengths per document), each document between pt's bos and eos."""
         pieces = [split_sentences(text, self.split) for text in texts]
         counts = np.array([len(p) for p in pieces], dtype=np.int64)
-        sentences = _end_documents(self.tokenizer.encode_ragged([s for p in pieces for s in p]), counts, self._eos)
+        encoded = self.tokenizer.encode_ragged([s for p in pieces for s in p])
+        sentences = _wrap_documents(encoded, counts, self._bos, self._eos)
         documents = Ragged(sentences.values, offsets_from_lengths(_sums(sentences.lengths, counts)))
         return documents, Ragged(sentences.lengths, offsets_from_lengths(counts))
 
@@ -109,12 +113,23 @@ class SentenceProcessor:
         return ProcessedBatch(samples, positions[kept], sorted(errors, key=lambda x: x[0]), truncated)
 
 
-def _end_documents(sentences: Ragged, counts: np.ndarray, eos: np.ndarray) -> Ragged:
-    """Append ``eos`` to the last sentence of every document."""
-    is_last = np.zeros(len(sentences), dtype=np.int64)
-    is_last[np.cumsum(counts) - 1] = 1
-    ends = Ragged(np.tile(eos, int(is_last.sum())).astype(sentences.values.dtype), offsets_from_lengths(is_last))
-    return concat_ragged([sentences, ends])
+def _wrap_documents(sentences: Ragged, counts: np.ndarray, bos: np.ndarray, eos: np.ndarray) -> Ragged:
+    """``bos`` before the first sentence of every document, ``eos`` after its last (either may be empty).
+
+    ``counts``: sentences per document, each at least 1.
+    """
+    bounds = offsets_from_lengths(counts)
+    starts = _marks(sentences, bounds[:-1], bos)
+    ends = _marks(sentences, bounds[1:] - 1, eos)
+    return concat_ragged([starts, sentences, ends])
+
+
+def _marks(sentences: Ragged, rows: np.ndarray, tokens: np.ndarray) -> Ragged:
+    """``tokens`` as the items of sentences ``rows``, nothing for the others: one row per sentence."""
+    lengths = np.zeros(len(sentences), dtype=np.int64)
+    lengths[rows] = tokens.size
+    values = np.tile(tokens, len(rows)).astype(sentences.values.dtype)
+    return Ragged(values, offsets_from_lengths(lengths))
 
 
 def _sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -41,3 +41,21 @@ def test_the_flow_parameters_reach_the_job(gpt2_path, tmp_path, batch_bytes):
 def test_batch_bytes_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="batch_bytes"):
         CacheParams(input=str(tmp_path), output=str(tmp_path), tokenizer={"path": "t.json"}, batch_bytes=0)
+
+
+def test_sentence_items_with_moved_bos_or_eos_are_keyed_apart_from_the_files_written_before_the_fix():
+    def settings(split_sentences: bool, **marks) -> dict:
+        processor = {"processor": "pt", "processor_kwargs": marks}
+        return job_with(processor, split_sentences=split_sentences).settings()
+
+    assert "sentence_marks" not in settings(True)  # eos only, the default: those files were right
+    assert "sentence_marks" not in settings(True, add_bos=False, add_eos=True)
+    for marks in ({"add_bos": True}, {"add_eos": False}, {"add_bos": True, "add_eos": False}):
+        assert settings(True, **marks)["sentence_marks"] == "per_document"
+        assert "sentence_marks" not in settings(False, **marks)  # whole documents were always right
+
+
+def job_with(processor: dict, **settings) -> CacheJob:
+    return CacheJob(
+        input_url="in", output_dir="out", tokenizer={}, processor=processor, tokenizer_fingerprint="f", **settings
+    )
