@@ -54,21 +54,28 @@ def chunk_rows(results: list[ChunkResult], cached: list[bool]) -> list[dict]:
 
 
 def totals(results: list[ChunkResult], pack_size: int = 0) -> dict:
-    skipped: dict[str, int] = {}
-    for r in results:
-        for reason, n in r.skipped.items():
-            skipped[reason] = skipped.get(reason, 0) + n
+    dropped = _by_reason(r.dropped for r in results)
     return {
         "chunks": len(results),
         "rows_read": sum(r.rows_read for r in results),
         "samples_written": sum(r.samples_written for r in results),
         "rows_skipped": sum(r.rows_skipped for r in results),
-        "skipped_by_reason": dict(sorted(skipped.items())),
+        "skipped_by_reason": _by_reason(r.skipped for r in results),
+        # turns dropped from rows that kept others (rewritten="per_turn"); only when there are any
+        **({"samples_dropped": sum(dropped.values()), "dropped_by_reason": dropped} if dropped else {}),
         "rows_truncated": sum(r.rows_truncated for r in results),
         "tokens_written": sum(r.tokens_written for r in results),
         "packs": sum(r.packs for r in results),
         **packing_summary(results, pack_size),
     }
+
+
+def _by_reason(counts) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for one in counts:
+        for reason, n in one.items():
+            total[reason] = total.get(reason, 0) + n
+    return dict(sorted(total.items()))
 
 
 def packing_summary(results: list[ChunkResult], pack_size: int = 0) -> dict:

@@ -134,6 +134,9 @@ class ChunkResult(Publishes):
     samples_written: int
     rows_skipped: int
     skipped: dict[str, int] = Field(default_factory=dict)
+    rows_written: int | None = None  # None in results cached before rows and samples were counted apart
+    samples_dropped: int = 0  # turns dropped from written rows (rewritten="per_turn")
+    dropped: dict[str, int] = Field(default_factory=dict)
     rows_truncated: int = 0
     tokens_written: int = 0
     packs: int = 0

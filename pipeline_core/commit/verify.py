@@ -3,8 +3,8 @@
 A file is good only when it is listed in the manifest with the size and sha256 it has now (the
 one reuse rule, ``standing.still_stands``, by sha256: what verify reports bad a rerun rebuilds), and
 (for HDF5) it is complete and self-consistent: every key the attributes name is present, offsets
-start at 0, never decrease and end at the data length, counts equal the attributes, and
-``rows_read = samples_written + rows_skipped``, with exactly ``rows_skipped`` lines in its
+start at 0, never decrease and end at the data length, counts equal the attributes, and every row
+is accounted for (``row_problems``), with one line per skipped row and per dropped sample in its
 quarantine file ``{stem}.errors.jsonl`` (a writer killed between the two publishes leaves them apart).
 
 Temporary files (see ``sweep``) are reported when their writer is gone; a live writer's are not
@@ -50,21 +50,24 @@ def h5_problems(url: str, storage_options: dict | None = None) -> list[str]:
     """What is wrong with one h5pipe HDF5 file (empty when nothing is)."""
     try:
         with open_h5(url, storage_options) as f:
-            return _structure_problems(f) or _quarantine_problems(url, f.attrs.get("rows_skipped"), storage_options)
+            return _structure_problems(f) or _quarantine_problems(url, f.attrs, storage_options)
     except Exception as e:  # noqa: BLE001 - a damaged file fails anywhere in h5py, with any error type
         return [f"unreadable: {type(e).__name__}: {e}"]
 
 
-def _quarantine_problems(url: str, rows_skipped, storage_options: dict | None) -> list[str]:
-    """``rows_skipped`` must match the lines of ``{stem}.errors.jsonl`` (absent when nothing was skipped)."""
+def _quarantine_problems(url: str, attrs, storage_options: dict | None) -> list[str]:
+    """``{stem}.errors.jsonl`` holds one line per skipped row and one per sample dropped from a
+    written row (``samples_dropped``, absent in files written before it: 0); no file when none."""
+    skipped, dropped = int(attrs.get("rows_skipped") or 0), int(attrs.get("samples_dropped") or 0)
     errors_url = url[: -len(".h5")] + ".errors.jsonl"
     fs, path = url_to_fs(errors_url, storage_options)
     lines = 0
     if fs.exists(path):
         with fs.open(path, "rb") as f:
             lines = sum(1 for line in f if line.strip())
-    if lines != int(rows_skipped or 0):
-        return [f"{rows_skipped or 0} rows skipped but {lines} in {errors_url.rsplit('/', 1)[-1]} (a partial publish)"]
+    if lines != skipped + dropped:
+        counted = f"{skipped} rows skipped" + (f" and {dropped} samples dropped" if dropped else "")
+        return [f"{counted} but {lines} in {errors_url.rsplit('/', 1)[-1]} (a partial publish)"]
     return []
 
 
@@ -79,8 +82,24 @@ def _structure_problems(f) -> list[str]:
         problems.append(f"missing datasets {missing}")
     problems += _count_problems(f, attrs, [k for k in keys if k in f])
     problems += _position_problems(f, attrs)
-    if attrs.get("rows_read") != attrs.get("samples_written", 0) + attrs.get("rows_skipped", 0):
-        problems.append("rows_read != samples_written + rows_skipped")
+    problems += row_problems(attrs)
+    return problems
+
+
+def row_problems(attrs: dict) -> list[str]:
+    """Every row read is written or skipped: ``rows_read = rows_written + rows_skipped``, and a written
+    row kept at least one sample (``samples_written >= rows_written``; more with ``rewritten="per_turn"``).
+
+    A file written before ``rows_written`` existed kept one sample per written row, so it holds
+    ``rows_read = samples_written + rows_skipped`` (one whose rows made several samples does not:
+    it is reported, and a rerun rebuilds it with the counts above)."""
+    read, skipped, samples = attrs.get("rows_read"), attrs.get("rows_skipped", 0), attrs.get("samples_written", 0)
+    if "rows_written" not in attrs:
+        return [] if read == samples + skipped else ["rows_read != samples_written + rows_skipped"]
+    written = attrs["rows_written"]
+    problems = [] if read == written + skipped else ["rows_read != rows_written + rows_skipped"]
+    if samples < written:
+        problems.append(f"{samples} samples written from {written} written rows (each keeps at least one)")
     return problems
 
 

@@ -96,19 +96,45 @@ class SFTProcessor(Processor):
     def _general_batch(self, rows: list[dict]) -> ProcessedBatch:
         good, positions, errors = self._render(rows)
         rendered = [r for samples in good for r in samples]
-        positions = np.repeat(positions, [len(samples) for samples in good])
+        per_row = np.asarray([len(samples) for samples in good], dtype=np.int64)
+        positions = np.repeat(positions, per_row)
         encoded = encode_rendered(self.tokenizer, rendered)
         failed: list = []
         if not self.controls.default:
             weight, failed = controlled(self.controls, encoded.sequence, encoded.weight, self._ends)
             encoded = Encoded(encoded.sequence, weight)
-        lengths = encoded.sequence.lengths
+        # a sample the mask controls refused gets that one error (the first found): never also too_long
+        lengths = _without(encoded.sequence.lengths, [i for i, _ in failed])
         keep, dropped, truncated = over_length(lengths, encoded.prompt_lengths, self.max_length, self.overflow)
-        if failed:
-            keep[[i for i, _ in failed]] = False
-            errors = errors + [(int(positions[i]), e) for i, e in failed]
+        keep[[i for i, _ in failed]] = False
+        dropped = _name_turns(sorted(failed + dropped, key=lambda x: x[0]), per_row)
         samples = {"sequence": encoded.sequence, "loss_mask": encoded.mask, "loss_weight": encoded.weight}
         samples = truncate_all(samples, self.max_length)
         if self.sample_keys:
             samples["media"] = media_ragged([r.media for r in rendered])
         return assemble(samples, positions, errors, dropped, keep, truncated)
+
+
+def _without(lengths: np.ndarray, samples: list[int]) -> np.ndarray:
+    """``lengths`` with the given samples at 0, so the length check neither drops nor truncates them."""
+    if not samples:
+        return lengths
+    lengths = lengths.copy()
+    lengths[samples] = 0
+    return lengths
+
+
+def _name_turns(errors: list[tuple[int, RowError]], per_row: np.ndarray) -> list[tuple[int, RowError]]:
+    """Sample errors, each saying which trained turn it is about when its row made several samples
+    (``rewritten="per_turn"``): the quarantine file then tells which turn of the line was dropped."""
+    if not errors or per_row.max(initial=1) <= 1:
+        return errors
+    first = np.repeat(np.cumsum(per_row) - per_row, per_row)  # each sample's row's first sample
+    count = np.repeat(per_row, per_row)
+    named = []
+    for i, e in errors:
+        if count[i] > 1:
+            turn = f"trained turn {i - int(first[i]) + 1} of {int(count[i])} (one sample per turn)"
+            e = RowError(e.reason, f"{turn}: {e.message}", e.field)
+        named.append((i, e))
+    return named

@@ -32,7 +32,7 @@ class DatasetCounts:
     rows_upsampled: int = 0  # of rows_taken, the repeats beyond one pass over the data
     weight: float | None = None
     rows_read: int = 0
-    rows_failed: int = 0  # rejected by the converter
+    rows_failed: int = 0  # not written: rejected by the converter, or holding NaN/Infinity
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -2,6 +2,11 @@
 ``IterableDataset`` (streaming, never materialised).
 
 Sized rows are read as Arrow in batches of ``ROW_BATCH``, so reading any range costs only that range.
+They come out exactly as ``datasets`` gives them (``dataset[i]``): a column whose feature needs
+decoding is decoded through the dataset's features. The only such feature JSON can hold is ``Json``
+(objects whose keys differ from row to row, stored by ``datasets`` as JSON text); a column of media
+(Image, Audio, ...) or of bytes, decimals or durations is refused with its name, never written
+as something else.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from itertools import islice
 import numpy as np
 
 from pipeline_core.converters import Converter
+from pipeline_core.errors import ConfigError
 from pipeline_core.sources.base import DatasetCounts, Record
 
 ROW_BATCH = 8192
@@ -35,6 +41,7 @@ class DatasetSource(RowsFromRecords):
         self.converters = {name: converter}
         self.num_rows: int | None = len(data) if hasattr(data, "__len__") else None
         self._arrow = data.with_format("arrow") if hasattr(data, "with_format") and self.num_rows is not None else None
+        self._decoded: tuple[str, ...] | None = None  # columns to decode, found on the first read
         self._fingerprint_of = fingerprint
         self._fingerprint: str | None = None
 
@@ -49,6 +56,7 @@ class DatasetSource(RowsFromRecords):
         return self.num_rows is None
 
     def records(self, start: int = 0, stop: int | None = None) -> Iterator[Record]:
+        self._check_features()
         if self.num_rows is None:
             rows = islice(iter(self.data), start, stop)
             return (Record(self.name, i, row) for i, row in enumerate(rows, start))
@@ -59,7 +67,7 @@ class DatasetSource(RowsFromRecords):
         """Rows at ``indices`` (sized only), in that order."""
         for lo in range(0, len(indices), ROW_BATCH):
             batch = indices[lo : lo + ROW_BATCH].tolist()
-            rows = self._arrow[batch].to_pylist() if self._arrow is not None else [self.data[i] for i in batch]
+            rows = self._rows(self._arrow[batch]) if self._arrow is not None else [self.data[i] for i in batch]
             yield from (Record(self.name, i, row) for i, row in zip(batch, rows))
 
     def summary(self) -> dict[str, DatasetCounts]:
@@ -68,8 +76,62 @@ class DatasetSource(RowsFromRecords):
     def _sized_records(self, start: int, stop: int) -> Iterator[Record]:
         for lo in range(start, stop, ROW_BATCH):
             hi = min(stop, lo + ROW_BATCH)
-            rows = self._arrow[lo:hi].to_pylist() if self._arrow is not None else self.data[lo:hi]
+            rows = self._rows(self._arrow[lo:hi]) if self._arrow is not None else self.data[lo:hi]
             yield from (Record(self.name, i, row) for i, row in enumerate(rows, lo))
+
+    def _check_features(self) -> None:
+        features = getattr(self.data, "features", None)
+        if self._decoded is None and features is not None:
+            self._decoded = columns_to_decode(features, self.name)
+
+    def _rows(self, table) -> list[dict]:
+        """The rows of an Arrow batch as ``datasets`` gives them; plain Arrow when nothing needs decoding."""
+        self._check_features()
+        if not self._decoded:
+            return table.to_pylist()
+        columns = table.to_pydict()
+        for name in self._decoded:
+            columns[name] = self.data.features.decode_column(columns[name], name)
+        names = list(columns)
+        return [dict(zip(names, values)) for values in zip(*columns.values())]
+
+
+# Arrow types whose Python values (bytes, Decimal, timedelta) have no JSON form.
+_NOT_JSON_DTYPES = ("binary", "large_binary", "binary_view", "decimal", "duration", "month_day_nano_interval")
+
+
+def columns_to_decode(features, dataset: str) -> tuple[str, ...]:
+    """The columns ``datasets`` decodes (only ``Json`` ones are accepted); any column whose values
+    JSON cannot hold is a ``ConfigError`` naming it and saying how to export the rest."""
+    from datasets.features.features import require_decoding
+
+    for name, feature in features.items():
+        problem = _not_json(feature)
+        if problem is not None:
+            raise ConfigError(
+                f"dataset {dataset!r}: column {name!r} holds {problem}, which JSON cannot represent; drop it with "
+                f"dataset.remove_columns({name!r}) or turn it into strings or numbers with dataset.map before exporting"
+            )
+    return tuple(name for name, feature in features.items() if require_decoding(feature))
+
+
+def _not_json(feature) -> str | None:
+    """What in a (nested) feature has no JSON form, or None."""
+    from datasets import Json, LargeList, List, Value
+
+    if isinstance(feature, dict):
+        return next((p for p in map(_not_json, feature.values()) if p is not None), None)
+    if isinstance(feature, (list, tuple)):
+        return _not_json(feature[0])
+    if isinstance(feature, (List, LargeList)):
+        return _not_json(feature.feature)
+    if isinstance(feature, Json):
+        return None
+    if hasattr(feature, "decode_example"):
+        return f"{type(feature).__name__} data (decoded to Python objects, stored as bytes)"
+    if isinstance(feature, Value) and feature.dtype.startswith(_NOT_JSON_DTYPES):
+        return f"{feature.dtype} values"
+    return None
 
 
 def require_sized(source, what: str) -> int:

@@ -4,7 +4,9 @@ Streaming: the input is read, processed and written batch by batch, so memory is
 few batches (``batch_size`` rows or ``batch_bytes`` of JSON, whichever comes first; see
 ``JsonlReader``: the one encoded and those read ahead, see ``read_ahead``) and the packer's
 buffer, not by the chunk. Bad rows are quarantined or raised per
-``on_error``; ``rows_read = samples_written + rows_skipped`` always holds and is stored in the file.
+``on_error``; ``rows_read = rows_written + rows_skipped`` always holds and is stored in the file
+(a row is written when it keeps at least one sample; with ``rewritten="per_turn"`` a row makes one
+sample per trained turn, and a turn dropped from a written row counts in ``samples_dropped``).
 
 Options beyond tokenizing (all recorded in the attributes):
 
@@ -20,7 +22,8 @@ Options beyond tokenizing (all recorded in the attributes):
 - ``max_row_bytes`` (default 32 MiB, None: no limit): longer lines are quarantined as
   ``row_too_large`` without being parsed or held in memory;
 - ``max_error_rate`` (default None: no limit): the chunk fails with ``ErrorRateExceeded`` when more
-  than this share of its rows was quarantined (its errors file is still written).
+  than this share of its rows was skipped (its errors file is still written; dropped turns of
+  written rows do not count).
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 
-from pipeline_core.commit.quarantine import ErrorLog
-from pipeline_core.errors import ConfigError
+from pipeline_core.commit.quarantine import ErrorLog, ErrorRateExceeded, error_rate_problem
+from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.formats.h5_writer import H5Writer
 from pipeline_core.formats.jsonl import LineBatch
 from pipeline_core.formats.keys import KeyLayout
@@ -211,8 +214,13 @@ class _OpenChunk:
     def add(self, lines: LineBatch, batch: ProcessedBatch) -> None:
         self.stats.rows_read += len(lines)
         batch = self.writer.fit(batch)
+        skipped, dropped = split_errors(batch)
+        skipped = [*lines.errors, *((lines.lines[i], e) for i, e in skipped)]
+        dropped = [(lines.lines[i], e) for i, e in dropped]
         # one call per batch, so the quarantine file streams out in line order
-        self.log.add_all([*lines.errors, *((lines.lines[i], e) for i, e in batch.errors)])
+        self.log.add_all(sorted(skipped + dropped, key=lambda numbered: numbered[0]))
+        self.stats.skipped.update(e.reason for _, e in skipped)
+        self.stats.dropped.update(e.reason for _, e in dropped)
         self.writer.write(batch)
 
     def finish(self, sha256: str) -> CacheStats:
@@ -223,9 +231,8 @@ class _OpenChunk:
             stats.source_sha256 = sha256
             if self.input.check_source is not None:
                 self.input.check_source(sha256)
-            self.log.enforce_rate(stats.rows_read, options.max_error_rate, self.errors_url, self.storage_options)
+            self._enforce_rate()
             self.writer.finish()
-            stats.skipped = self.log.counts
             pad = resolve_pad_value(self.processor, options.pack_size, options.pad_value)
             self.writer.close(output_attrs(self.processor, options, stats, pad))
             stats.errors_url = self.log.publish(self.errors_url, self.storage_options)
@@ -235,6 +242,18 @@ class _OpenChunk:
         self._close(publish=True)  # the HDF5
         stats.seconds = time.perf_counter() - self.started
         return stats
+
+    def _enforce_rate(self) -> None:
+        """Fail the chunk when its skipped rows exceed ``max_error_rate`` (turns dropped from written
+        rows are not rows), after publishing the quarantine file so its reasons can be read."""
+        stats = self.stats
+        problem = error_rate_problem(
+            stats.input_url, stats.rows_skipped, stats.rows_read, self.options.max_error_rate, stats.skipped
+        )
+        if problem is None:
+            return
+        written = self.log.publish(self.errors_url, self.storage_options)
+        raise ErrorRateExceeded(f"{problem} (the quarantined rows are listed in {written})")
 
     def discard(self) -> None:
         try:
@@ -251,6 +270,23 @@ class _OpenChunk:
                 self._staging.__exit__(_Discarded, _Discarded(), None)
         finally:
             self.log.close()
+
+
+def split_errors(batch: ProcessedBatch) -> tuple[list[tuple[int, RowError]], list[tuple[int, RowError]]]:
+    """The batch's errors as (skipped rows, dropped samples), by position in the batch.
+
+    A row that kept no sample is skipped with its first error only, however many of its samples
+    failed; an error of a row that kept another sample (``rewritten="per_turn"``) is a dropped sample.
+    """
+    written = set(batch.rows.tolist())
+    skipped: dict[int, RowError] = {}
+    dropped = []
+    for position, error in batch.errors:
+        if position in written:
+            dropped.append((position, error))
+        else:
+            skipped.setdefault(position, error)
+    return list(skipped.items()), dropped
 
 
 class _Discarded(Exception):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
+
 from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout
 from pipeline_core.formats.megatron.output import MegatronSink
 from pipeline_core.processors.base import ProcessedBatch
@@ -40,6 +42,7 @@ class ChunkWriter:
 
     def write(self, batch: ProcessedBatch) -> None:
         self.stats.samples_written += batch.n_samples
+        self.stats.rows_written += written_rows(batch)
         self.stats.rows_truncated += batch.truncated
         for length_key in self.layout.groups:
             self.stats.tokens_written += int(batch.samples[length_key].offsets[-1])
@@ -81,3 +84,8 @@ class ChunkWriter:
         self.stats.packs = self.h5.packs
         self.stats.pad_tokens = self.h5.packs * size - self.h5.packed_tokens
         self.stats.lower_bound_packs = math.ceil(self.h5.packed_tokens / size)
+
+
+def written_rows(batch: ProcessedBatch) -> int:
+    """Rows of the batch that kept at least one sample (a row may keep several: ``rewritten="per_turn"``)."""
+    return int(np.unique(batch.rows).size)

@@ -16,6 +16,11 @@ the converter rejects is counted by reason and, under ``on_error="skip"``, writt
 one-to-many ``process_func`` a chunk holds more lines than ``chunk_size``; with ``None`` or ``[]``
 fewer, and the filtered rows are counted.
 
+Values are written exactly: a row holding NaN or +/-Infinity anywhere (JSON has no such number;
+orjson would write ``null``) is not written but counted and quarantined like a rejected row, with
+reason ``non_finite_number`` and the path of the value as ``field``. The check is cheap: a flat
+row's values are looked at directly, a nested row is walked only when its line holds ``null``.
+
 ``_source``: rows of a source that mixes several datasets carry ``"_source": <dataset name>``, added
 after ``process_func`` (replacing a key of that name), so per-dataset counts can be recomputed from
 the outputs; ``tag_source=True/False`` forces it on or off.
@@ -23,6 +28,8 @@ the outputs; ``tag_source=True/False`` forces it on or off.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import itertools
 import math
@@ -31,10 +38,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import orjson
 
 from pipeline_core.sources import Record, RowFailure, Source, convert_row, open_source
-from pipeline_core.sources.convert import OnError, check_on_error
+from pipeline_core.sources.convert import OnError, SourceRowError, check_on_error
 from pipeline_core.sources.single import require_sized
 from pipeline_core.stages.results import ExportResult, ExportStats
 from pipeline_core.storage.fs import fetch_files, join_url, local_staging, remove_quietly, url_to_fs
@@ -193,29 +201,109 @@ def _export_records(
     stats = ExportStats(index=index, output_url=url)
     failures: list[RowFailure] = []
     tag = opts.tag_source if opts.tag_source is not None else len(source.converters) > 1
-    rows = _output_rows(records, source, opts, stats, failures, tag)
+    lines = _output_rows(records, source, opts, stats, failures, tag)
     errors_url = join_url(output_dir, errors_name(opts.prefix, index))
 
     def publish_errors() -> None:  # before the chunk itself, which is the completion mark
         stats.errors_url = write_failures(failures, errors_url, opts.storage_options)
 
-    return write_chunk(rows, url, stats, opts.storage_options, before_publish=publish_errors)
+    return write_chunk(lines, url, stats, opts.storage_options, before_publish=publish_errors)
 
 
 def _output_rows(
     records: Iterable[Record], source: Source, opts: ExportOptions, stats: ExportStats, failures: list, tag: bool
-) -> Iterator[dict]:
+) -> Iterator[bytes]:
+    """The JSONL lines of the records; a rejected record is counted and kept in ``failures``."""
     for record in records:
         stats.rows_in += 1
         stats.dataset_rows[record.dataset] += 1
-        sample = convert_row(record, source.converters.get(record.dataset), opts.on_error)
-        if isinstance(sample, RowFailure):
-            failures.append(sample)
-            stats.failed[sample.reason] += 1
+        lines = _record_lines(record, source, opts, stats, tag)
+        if isinstance(lines, RowFailure):
+            failures.append(lines)
+            stats.failed[lines.reason] += 1
             stats.dataset_failed[record.dataset] += 1
             continue
-        for out in process_row(opts.process_func, sample, stats):
-            yield {**out, SOURCE_FIELD: record.dataset} if tag else out
+        yield from lines
+
+
+def _record_lines(
+    record: Record, source: Source, opts: ExportOptions, stats: ExportStats, tag: bool
+) -> list[bytes] | RowFailure:
+    """One record's output lines, or why it is not written (all of its lines go together)."""
+    sample = convert_row(record, source.converters.get(record.dataset), opts.on_error)
+    if isinstance(sample, RowFailure):
+        return sample
+    lines = []
+    for out in process_row(opts.process_func, sample, stats):
+        line = _dumps({**out, SOURCE_FIELD: record.dataset} if tag else out)
+        found = non_finite_in(out, line)
+        if found is not None:
+            return _non_finite_failure(record, *found, opts.on_error)
+        lines.append(line)
+    return lines
+
+
+def non_finite_in(row: dict, line: bytes) -> tuple[str, float] | None:
+    """``non_finite(row)``, cheaply: a flat row's values are checked one by one, and a nested row is
+    walked only when its line (orjson's output, which writes NaN/Infinity as null) holds ``null``."""
+    for value in row.values():
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            continue
+        if kind is float and math.isfinite(value):
+            continue
+        return non_finite(row) if kind is float or b"null" in line else None
+    return None
+
+
+def non_finite(value, path: str = "") -> tuple[str, float] | None:
+    """The path (``messages[1].loss_weight``) and value of the first NaN/Infinity in ``value``, as
+    orjson sees it (floats, numpy floats and arrays, dataclasses, enums), or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, value)
+    if isinstance(value, dict):
+        return _first_non_finite((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return _first_non_finite((f"{path}[{i}]", v) for i, v in enumerate(value))
+    if isinstance(value, (np.floating, np.ndarray)):
+        return _numpy_non_finite(value, path)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return non_finite({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, path)
+    if isinstance(value, enum.Enum):
+        return non_finite(value.value, path)
+    return None
+
+
+def _first_non_finite(items: Iterable[tuple[str, object]]) -> tuple[str, float] | None:
+    for path, item in items:
+        found = non_finite(item, path)
+        if found is not None:
+            return found
+    return None
+
+
+def _numpy_non_finite(value, path: str) -> tuple[str, float] | None:
+    if value.dtype.kind != "f":
+        return None
+    bad = np.argwhere(~np.isfinite(value))
+    if not len(bad):
+        return None
+    where = bad[0].tolist()
+    return path + "".join(f"[{i}]" for i in where), float(value[tuple(where)])
+
+
+def _non_finite_failure(record: Record, field: str, value: float, on_error: OnError) -> RowFailure:
+    failure = RowFailure(
+        record.dataset,
+        record.index,
+        "non_finite_number",
+        field or None,
+        f"{field or 'the row'} is {value}, which JSON cannot express (it would be written as null); "
+        "make it null or a finite number in the source, or in the process_func that made it",
+    )
+    if on_error == "raise":
+        raise SourceRowError(failure)
+    return failure
 
 
 def process_row(process_func: ProcessFunc | None, row: dict, stats: ExportStats) -> list[dict]:
@@ -243,18 +331,17 @@ def _dumps(row: dict) -> bytes:
 
 
 def write_chunk(
-    rows: Iterable[dict],
+    lines: Iterable[bytes],
     url: str,
     stats: ExportStats,
     storage_options: dict | None = None,
     before_publish: Callable[[], None] | None = None,
 ) -> ExportStats:
-    """Write rows as JSONL at ``url`` atomically; fills rows_out, sha256 and size."""
+    """Write JSONL lines (each ending in a newline) at ``url`` atomically; fills rows_out, sha256 and size."""
     digest = hashlib.sha256()
     with local_staging(url, storage_options, suffix=".jsonl") as tmp:
         with open(tmp, "wb", buffering=1 << 20) as f:
-            for row in rows:
-                line = _dumps(row)
+            for line in lines:
                 digest.update(line)
                 f.write(line)
                 stats.rows_out += 1

@@ -12,15 +12,24 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class CacheStats:
-    """Counts of one cache_file run. rows_read = samples_written + rows_skipped."""
+    """Counts of one cache_file run.
+
+    Rows: ``rows_read = rows_written + rows_skipped``; a written row kept at least one sample, a
+    skipped row none (one quarantine line each, its first reason, counted in ``skipped``). Samples:
+    one per written row, or with ``rewritten="per_turn"`` one per trained turn, so
+    ``samples_written >= rows_written``; a turn dropped from a written row is counted in ``dropped``
+    (and has its own quarantine line). ``rows_truncated`` counts samples cut to max_length.
+    """
 
     input_url: str = ""
     output_url: str = ""
     errors_url: str | None = None
     source_sha256: str = ""
     rows_read: int = 0
+    rows_written: int = 0  # rows that kept at least one sample
     samples_written: int = 0
-    skipped: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)  # reason -> rows that kept no sample
+    dropped: Counter = field(default_factory=Counter)  # reason -> samples dropped from written rows
     rows_truncated: int = 0
     tokens_written: int = 0
     pack_size: int = 0
@@ -41,6 +50,10 @@ class CacheStats:
         return sum(self.skipped.values())
 
     @property
+    def samples_dropped(self) -> int:
+        return sum(self.dropped.values())
+
+    @property
     def pack_fill(self) -> float | None:
         """Share of packed positions holding real tokens; None when not packed."""
         return 1 - self.pad_tokens / (self.packs * self.pack_size) if self.packs else None
@@ -50,6 +63,8 @@ class CacheStats:
         d["pack_fill"] = self.pack_fill
         d["skipped"] = dict(sorted(self.skipped.items()))
         d["rows_skipped"] = self.rows_skipped
+        d["dropped"] = dict(sorted(self.dropped.items()))
+        d["samples_dropped"] = self.samples_dropped
         return d
 
 
@@ -57,7 +72,9 @@ class CacheStats:
 class ExportStats:
     """Counts of one exported chunk. rows_out may exceed rows_in with a one-to-many process_func.
 
-    rows_in = rows_failed + rows the process_func saw; rows_filtered of those returned None or [].
+    Every row read is written, filtered or failed: rows_failed counts those the converter rejected
+    and those whose output held NaN or Infinity (``non_finite_number``: seen by the process_func,
+    then not written); rows_filtered those for which it returned None or [].
     """
 
     index: int
@@ -67,7 +84,7 @@ class ExportStats:
     rows_filtered: int = 0  # rows for which process_func returned None or []
     sha256: str = ""
     size: int = 0
-    failed: Counter = field(default_factory=Counter)  # reason -> rows the converter rejected
+    failed: Counter = field(default_factory=Counter)  # reason -> rows not written (converter, non-finite)
     errors_url: str | None = None  # {prefix}_chunk_{i}.errors.jsonl when rows were rejected
     dataset_rows: Counter = field(default_factory=Counter)  # dataset -> rows read
     dataset_failed: Counter = field(default_factory=Counter)  # dataset -> rows rejected
