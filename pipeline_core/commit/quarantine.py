@@ -71,14 +71,6 @@ class ErrorLog:
         self._last_line = max(self._last_line, line)
         self._spool.write(data)
 
-    def enforce_rate(self, rows: int, max_rate: float | None, url: str, storage_options: dict | None = None) -> None:
-        """Raise ErrorRateExceeded when over ``max_rate``, after publishing the quarantine file at ``url``."""
-        problem = error_rate_problem(self.source, sum(self.counts.values()), rows, max_rate, self.counts)
-        if problem is None:
-            return
-        written = self.publish(url, storage_options)
-        raise ErrorRateExceeded(f"{problem} (the quarantined rows are listed in {written})")
-
     def publish(self, url: str, storage_options: dict | None = None) -> str | None:
         """Write the errors file (atomically) or remove a stale one; the URL written, if any."""
         if self._spool is None:
