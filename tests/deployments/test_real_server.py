@@ -7,7 +7,9 @@ server's API (runs, states, schedules, artifacts) and the files on disk.
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 
@@ -40,6 +42,19 @@ def artifacts_of(server, run_ids: list) -> dict:
         ids = [*run_ids, *(r.id for r in children)]
         found = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=ids)))
     return {a.key: a for a in found}
+
+
+@contextmanager
+def paused(server, deployment):
+    """Hold the deployment's queue while the body creates runs; a run created between two polls of
+    a busy worker could otherwise start only after the first one ended, and never wait for the slot."""
+    with real_client(server) as client:
+        queue = client.read_work_queue_by_name(deployment.work_queue_name, work_pool_name=deployment.work_pool_name)
+        client.update_work_queue(queue.id, is_paused=True)
+        try:
+            yield
+        finally:
+            client.update_work_queue(queue.id, is_paused=False)
 
 
 def table(artifact) -> list[dict]:
@@ -96,8 +111,11 @@ def test_two_runs_at_once_queue_on_the_concurrency_limit_and_outputs_validate(
         with real_client(real_server) as client:
             return client.create_flow_run_from_deployment(d.id, parameters={"params": params}).id
 
-    with ThreadPoolExecutor(2) as pool:
-        run_ids = list(pool.map(trigger, range(2)))
+    with paused(real_server, d), ThreadPoolExecutor(2) as pool:
+        run_ids = list(pool.map(trigger, range(2)))  # the worker sees both in one poll, whatever the load
+        time.sleep(3)  # longer than the worker's 2 s poll: the pause holds them
+        with real_client(real_server) as client:
+            assert [client.read_flow_run(i).state.name for i in run_ids] == ["Scheduled"] * 2
     runs = wait_for_runs(real_server, run_ids, worker)
     assert all(r.state.is_completed() for r in runs), [str(r.state) for r in runs]
 
