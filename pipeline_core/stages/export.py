@@ -20,6 +20,9 @@ Values are written exactly: a row holding NaN or +/-Infinity anywhere (JSON has 
 orjson would write ``null``) is not written but counted and quarantined like a rejected row, with
 reason ``non_finite_number`` and the path of the value as ``field``. The check is cheap: a flat
 row's values are looked at directly, a nested row is walked only when its line holds ``null``.
+A row holding a value JSON has no form for at all (a set, bytes, an integer beyond 64 bits, a
+non-string key: orjson refuses it without naming it) is reported the same way, as
+``unencodable_value`` with the path of the value.
 
 ``_source``: rows of a source that mixes several datasets carry ``"_source": <dataset name>``, added
 after ``process_func`` (replacing a key of that name), so per-dataset counts can be recomputed from
@@ -28,8 +31,6 @@ the outputs; ``tag_source=True/False`` forces it on or off.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import hashlib
 import itertools
 import math
@@ -38,9 +39,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import orjson
 
+from pipeline_core.formats.json_values import non_finite_in, unencodable
 from pipeline_core.sources import Record, RowFailure, Source, convert_row, open_source
 from pipeline_core.sources.convert import OnError, SourceRowError, check_on_error
 from pipeline_core.sources.single import require_sized
@@ -235,7 +236,10 @@ def _record_lines(
         return sample
     lines = []
     for out in process_row(opts.process_func, sample, stats):
-        line = _dumps({**out, SOURCE_FIELD: record.dataset} if tag else out)
+        try:
+            line = _dumps({**out, SOURCE_FIELD: record.dataset} if tag else out)
+        except TypeError as e:  # orjson.JSONEncodeError: a value JSON has no form for
+            return _unencodable_failure(record, *unencodable(out, str(e)), opts.on_error)
         found = non_finite_in(out, line)
         if found is not None:
             return _non_finite_failure(record, *found, opts.on_error)
@@ -243,67 +247,28 @@ def _record_lines(
     return lines
 
 
-def non_finite_in(row: dict, line: bytes) -> tuple[str, float] | None:
-    """``non_finite(row)``, cheaply: a flat row's values are checked one by one, and a nested row is
-    walked only when its line (orjson's output, which writes NaN/Infinity as null) holds ``null``."""
-    for value in row.values():
-        kind = type(value)
-        if kind is str or kind is int or kind is bool or value is None:
-            continue
-        if kind is float and math.isfinite(value):
-            continue
-        return non_finite(row) if kind is float or b"null" in line else None
-    return None
-
-
-def non_finite(value, path: str = "") -> tuple[str, float] | None:
-    """The path (``messages[1].loss_weight``) and value of the first NaN/Infinity in ``value``, as
-    orjson sees it (floats, numpy floats and arrays, dataclasses, enums), or None."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else (path, value)
-    if isinstance(value, dict):
-        return _first_non_finite((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return _first_non_finite((f"{path}[{i}]", v) for i, v in enumerate(value))
-    if isinstance(value, (np.floating, np.ndarray)):
-        return _numpy_non_finite(value, path)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return non_finite({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, path)
-    if isinstance(value, enum.Enum):
-        return non_finite(value.value, path)
-    return None
-
-
-def _first_non_finite(items: Iterable[tuple[str, object]]) -> tuple[str, float] | None:
-    for path, item in items:
-        found = non_finite(item, path)
-        if found is not None:
-            return found
-    return None
-
-
-def _numpy_non_finite(value, path: str) -> tuple[str, float] | None:
-    if value.dtype.kind != "f":
-        return None
-    bad = np.argwhere(~np.isfinite(value))
-    if not len(bad):
-        return None
-    where = bad[0].tolist()
-    return path + "".join(f"[{i}]" for i in where), float(value[tuple(where)])
-
-
-def _non_finite_failure(record: Record, field: str, value: float, on_error: OnError) -> RowFailure:
-    failure = RowFailure(
-        record.dataset,
-        record.index,
-        "non_finite_number",
-        field or None,
-        f"{field or 'the row'} is {value}, which JSON cannot express (it would be written as null); "
-        "make it null or a finite number in the source, or in the process_func that made it",
-    )
+def _value_failure(record: Record, reason: str, field: str, message: str, on_error: OnError) -> RowFailure:
+    """A row not written for a value at ``field`` (its path; empty for the row as a whole)."""
+    failure = RowFailure(record.dataset, record.index, reason, field or None, f"{field or 'the row'} {message}")
     if on_error == "raise":
         raise SourceRowError(failure)
     return failure
+
+
+def _non_finite_failure(record: Record, field: str, value: float, on_error: OnError) -> RowFailure:
+    message = (
+        f"is {value}, which JSON cannot express (it would be written as null); "
+        "make it null or a finite number in the source, or in the process_func that made it"
+    )
+    return _value_failure(record, "non_finite_number", field, message, on_error)
+
+
+def _unencodable_failure(record: Record, field: str, what: str, on_error: OnError) -> RowFailure:
+    message = (
+        f"holds {what}, which JSON cannot hold; turn it into a string, number, bool, null, list or "
+        "object (with string keys) in the source, or in the process_func that made it"
+    )
+    return _value_failure(record, "unencodable_value", field, message, on_error)
 
 
 def process_row(process_func: ProcessFunc | None, row: dict, stats: ExportStats) -> list[dict]:

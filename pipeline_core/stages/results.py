@@ -74,7 +74,7 @@ class ExportStats:
 
     Every row read is written, filtered or failed: rows_failed counts those the converter rejected
     and those whose output held NaN or Infinity (``non_finite_number``: seen by the process_func,
-    then not written); rows_filtered those for which it returned None or [].
+    then not written) or a value JSON cannot hold (``unencodable_value``); rows_filtered those for which it returned None or [].
     """
 
     index: int

@@ -193,3 +193,59 @@ def test_nulls_and_the_word_null_are_written_unchanged(tmp_path):
     rows = [{"text": "null NaN Infinity", "score": None, "items": [{"w": None}, {"w": 2.0}]}, {"text": "-Infinity"}]
     result = export_source(rows, tmp_path, name="nums")
     assert (result.rows_failed, read_lines(result.urls[0])) == (0, rows)
+
+
+# --- values JSON has no form for ----------------------------------------------------------------
+
+UNENCODABLE = {
+    "set": ({"tags": {"a"}}, "tags", "set"),
+    "bytes": ({"meta": {"raw": b"\x00"}}, "meta.raw", "bytes"),
+    "int beyond 64 bits": ({"ids": [1, 2**70]}, "ids[1]", str(2**70)),
+    "non-string key": ({"meta": {"counts": {3: "three"}}}, "meta.counts", "key of type int"),
+    "object array": ({"vec": np.array([1, "a"], dtype=object)}, "vec", "ndarray"),
+}
+
+
+def add_on_row_1(extra: dict):
+    def process_func(row: dict) -> dict:
+        return {**row, **extra} if row["text"] == "row 1" else row
+
+    return process_func
+
+
+@pytest.mark.parametrize("case", UNENCODABLE)
+def test_a_value_json_cannot_hold_quarantines_its_row_by_path(tmp_path, case):
+    extra, field, named = UNENCODABLE[case]
+    rows = scored_rows(None)
+    result = export_source(rows, tmp_path, name="nums", process_func=add_on_row_1(extra))
+    assert (result.rows_in, result.rows_out, dict(result.failed)) == (3, 2, {"unencodable_value": 1})
+    assert read_lines(result.urls[0]) == [rows[0], rows[2]]
+    (error,) = read_lines(result.chunks[0].errors_url)
+    message = error.pop("message")
+    assert named in message and field in message
+    assert error == {"dataset": "nums", "index": 1, "reason": "unencodable_value", "field": field}
+
+
+def test_an_integer_beyond_64_bits_in_the_source_is_reported_by_path(tmp_path):
+    rows = [{"text": "a", "n": 1}, {"text": "b", "n": -(2**64)}, {"text": "c", "n": 2**63 - 1}]
+    result = export_source(rows, tmp_path, name="nums")
+    assert read_lines(result.urls[0]) == [rows[0], rows[2]]  # 2**63 - 1 is the largest orjson writes
+    (error,) = read_lines(result.chunks[0].errors_url)
+    assert (error["index"], error["field"], error["reason"]) == (1, "n", "unencodable_value")
+
+
+def test_under_raise_an_unencodable_value_stops_the_export_naming_it(tmp_path):
+    with pytest.raises(SourceRowError, match=r"dataset 'nums' row 1: field 'tags'.*set.*unencodable_value"):
+        export_source(
+            scored_rows(None), tmp_path, name="nums", process_func=add_on_row_1({"tags": {1}}), on_error="raise"
+        )
+
+
+def test_nesting_deeper_than_orjson_goes_is_reported_for_the_row(tmp_path):
+    deep: list = []
+    for _ in range(300):
+        deep = [deep]
+    result = export_source(scored_rows(None), tmp_path, name="nums", process_func=add_on_row_1({"deep": deep}))
+    (error,) = read_lines(result.chunks[0].errors_url)
+    assert (error["index"], error["field"], error["reason"]) == (1, None, "unencodable_value")
+    assert "orjson refuses" in error["message"]
