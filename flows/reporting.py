@@ -35,22 +35,34 @@ class Progress:
 
 
 def chunk_rows(results: list[ChunkResult], cached: list[bool]) -> list[dict]:
-    return [
-        {
-            "chunk": r.input_url.rsplit("/", 1)[-1],
-            "rows": r.rows_read,
-            "samples": r.samples_written,
-            "tokens": r.tokens_written,
-            "skipped": r.rows_skipped,
-            "skipped_by_reason": ", ".join(f"{k}={v}" for k, v in sorted(r.skipped.items())) or "-",
-            "truncated": r.rows_truncated,
-            "packs": r.packs,
-            "pack_fill_%": None if r.pack_fill is None else round(100 * r.pack_fill, 2),
-            "seconds": round(r.seconds, 3),
-            "cached": hit,
-        }
-        for r, hit in zip(results, cached)
-    ]
+    """One table row per chunk; the dropped-turn columns only when some chunk dropped turns
+    (``rewritten="per_turn"``), so every row has the same columns."""
+    dropped = any(r.samples_dropped for r in results)
+    return [_chunk_row(r, hit, dropped) for r, hit in zip(results, cached)]
+
+
+def _chunk_row(r: ChunkResult, hit: bool, dropped: bool) -> dict:
+    row = {
+        "chunk": r.input_url.rsplit("/", 1)[-1],
+        "rows": r.rows_read,
+        "samples": r.samples_written,
+        "tokens": r.tokens_written,
+        "skipped": r.rows_skipped,
+        "skipped_by_reason": _listed(r.skipped),
+    }
+    if dropped:
+        row |= {"samples_dropped": r.samples_dropped, "dropped_by_reason": _listed(r.dropped)}
+    return row | {
+        "truncated": r.rows_truncated,
+        "packs": r.packs,
+        "pack_fill_%": None if r.pack_fill is None else round(100 * r.pack_fill, 2),
+        "seconds": round(r.seconds, 3),
+        "cached": hit,
+    }
+
+
+def _listed(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "-"
 
 
 def totals(results: list[ChunkResult], pack_size: int = 0) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from flows.reporting import totals
+from flows.reporting import chunk_rows, totals
 from pipeline_core.stages.results import CacheStats
 from tasks.cache import _counts
 from tasks.models import ChunkResult
@@ -37,3 +37,16 @@ def test_results_cached_before_the_counts_were_apart_still_load():
     old = {"input_url": "i", "output_url": "o", "source_sha256": "s", "sha256": "h", "size": 1}
     loaded = ChunkResult(**old, rows_read=2, samples_written=2, rows_skipped=0)
     assert loaded.rows_written is None and loaded.samples_dropped == 0 and loaded.dropped == {}
+
+
+def test_the_chunk_table_shows_dropped_turns_per_chunk_when_any():
+    chunks = [result(10, 8, 15, {"too_long": 2}, {"too_long": 1}), result(5, 4, 4, {"no_end_token": 1}, {})]
+    rows = chunk_rows(chunks, [False, True])
+    assert [(r["samples_dropped"], r["dropped_by_reason"]) for r in rows] == [(1, "too_long=1"), (0, "-")]
+    assert [r["skipped_by_reason"] for r in rows] == ["too_long=2", "no_end_token=1"]
+    assert [list(r) for r in rows][0] == [list(r) for r in rows][1]  # one set of columns
+
+
+def test_the_chunk_table_has_no_dropped_columns_without_dropped_turns():
+    (row,) = chunk_rows([result(3, 3, 3, {}, {})], [False])
+    assert "samples_dropped" not in row and "dropped_by_reason" not in row
