@@ -16,11 +16,14 @@ class ConfigError(ValueError):
 class RowError(ValueError):
     """A row that cannot become a sample. `reason` is a short stable key used for counting."""
 
-    def __init__(self, reason: str, message: str, field: str | None = None) -> None:
+    def __init__(
+        self, reason: str, message: str, field: str | None = None, turn: tuple[int, int] | None = None
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.field = field
         self.message = message
+        self.turn = turn  # (k, n): the sample is trained turn k of the n its row made (rewritten="per_turn")
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,8 @@ class ErrorLog:
             raise BadRowError(RowLocation(self.source, line), error)
         self.counts[error.reason] += 1
         entry = {"source": self.source, "line": line, "reason": error.reason, "field": error.field}
+        if error.turn is not None:  # one of several samples of the line (rewritten="per_turn")
+            entry["turn"], entry["turns"] = error.turn
         entry["message"] = error.message
         self._write(line, orjson.dumps(entry) + b"\n")
 

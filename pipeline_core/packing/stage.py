@@ -22,6 +22,7 @@ from pipeline_core.packing.concat import DocumentConcatPacker
 from pipeline_core.packing.packs import Packs, PackStats
 from pipeline_core.processors.base import ProcessedBatch
 from pipeline_core.processors.length import truncate
+from pipeline_core.processors.turns import named
 
 Packing = Literal["concat", "bfd"]
 
@@ -93,13 +94,14 @@ def fit_batch(
     if not drop.any() and not cut.any():
         return batch, 0
     samples = {k: _cut(v, pack_size) if k in layout.aligned and cut.any() else v for k, v in batch.samples.items()}
-    errors = [(int(batch.rows[i]), _why(lengths[i], pack_size)) for i in np.flatnonzero(drop)]
+    errors = [(int(batch.rows[i]), named(_why(lengths[i], pack_size), batch.turns, i)) for i in np.flatnonzero(drop)]
     kept = ~drop
     fitted = ProcessedBatch(
         {k: v.keep(kept) for k, v in samples.items()},
         batch.rows[kept],
         sorted(batch.errors + errors, key=lambda e: e[0]),
         batch.truncated,
+        None if batch.turns is None else batch.turns[kept],
     )
     return fitted, int(cut.sum())
 

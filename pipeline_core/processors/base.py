@@ -32,13 +32,16 @@ class ProcessedBatch:
     """Samples of the rows that made it, and why the others did not.
 
     ``samples[key]`` holds one sequence per kept row; ``rows`` are the kept rows' positions in the
-    input batch, ``errors`` the skipped ones with their reason.
+    input batch, ``errors`` the skipped ones with their reason. ``turns``: when a row made several
+    samples (``rewritten="per_turn"``), each kept sample's turn and its row's number of samples
+    (``processors/turns.py``), so a sample dropped later (packing) is named by its turn.
     """
 
     samples: dict[str, Ragged]
     rows: np.ndarray
     errors: list[tuple[int, RowError]] = field(default_factory=list)
     truncated: int = 0
+    turns: np.ndarray | None = None
 
     @property
     def n_samples(self) -> int:
@@ -135,11 +138,13 @@ def assemble(
     dropped: list[tuple[int, RowError]],
     keep: np.ndarray,
     truncated: int,
+    turns: np.ndarray | None = None,
 ) -> ProcessedBatch:
     """The batch of kept samples; ``dropped`` holds over-length errors by position among the good rows."""
     errors = errors + [(int(positions[i]), e) for i, e in dropped]
     kept = {k: v.keep(keep) for k, v in samples.items()}
-    return ProcessedBatch(kept, positions[keep], sorted(errors, key=lambda x: x[0]), truncated)
+    kept_turns = None if turns is None else turns[keep]
+    return ProcessedBatch(kept, positions[keep], sorted(errors, key=lambda x: x[0]), truncated, kept_turns)
 
 
 def require_text(row: dict, key: str) -> str:

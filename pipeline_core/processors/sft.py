@@ -26,6 +26,7 @@ from pipeline_core.processors.length import over_length, truncate_all
 from pipeline_core.processors.mask import EndTokens, MaskControls, controlled
 from pipeline_core.processors.media import media_ragged
 from pipeline_core.processors.messages import Conversation, ConversationReader
+from pipeline_core.processors.turns import name_turns, turn_numbers
 
 
 @ProcessorFactory.register("sft")
@@ -107,12 +108,13 @@ class SFTProcessor(Processor):
         lengths = _without(encoded.sequence.lengths, [i for i, _ in failed])
         keep, dropped, truncated = over_length(lengths, encoded.prompt_lengths, self.max_length, self.overflow)
         keep[[i for i, _ in failed]] = False
-        dropped = _name_turns(sorted(failed + dropped, key=lambda x: x[0]), per_row)
+        turns = turn_numbers(per_row)
+        dropped = name_turns(sorted(failed + dropped, key=lambda x: x[0]), turns)
         samples = {"sequence": encoded.sequence, "loss_mask": encoded.mask, "loss_weight": encoded.weight}
         samples = truncate_all(samples, self.max_length)
         if self.sample_keys:
             samples["media"] = media_ragged([r.media for r in rendered])
-        return assemble(samples, positions, errors, dropped, keep, truncated)
+        return assemble(samples, positions, errors, dropped, keep, truncated, turns)
 
 
 def _without(lengths: np.ndarray, samples: list[int]) -> np.ndarray:
@@ -122,19 +124,3 @@ def _without(lengths: np.ndarray, samples: list[int]) -> np.ndarray:
     lengths = lengths.copy()
     lengths[samples] = 0
     return lengths
-
-
-def _name_turns(errors: list[tuple[int, RowError]], per_row: np.ndarray) -> list[tuple[int, RowError]]:
-    """Sample errors, each saying which trained turn it is about when its row made several samples
-    (``rewritten="per_turn"``): the quarantine file then tells which turn of the line was dropped."""
-    if not errors or per_row.max(initial=1) <= 1:
-        return errors
-    first = np.repeat(np.cumsum(per_row) - per_row, per_row)  # each sample's row's first sample
-    count = np.repeat(per_row, per_row)
-    named = []
-    for i, e in errors:
-        if count[i] > 1:
-            turn = f"trained turn {i - int(first[i]) + 1} of {int(count[i])} (one sample per turn)"
-            e = RowError(e.reason, f"{turn}: {e.message}", e.field)
-        named.append((i, e))
-    return named

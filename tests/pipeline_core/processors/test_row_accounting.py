@@ -110,7 +110,22 @@ def test_a_dropped_turn_is_counted_once_and_its_row_stays_written(qwen3, tmp_pat
     assert {e["reason"] for e in entries} == {"too_long"}
     [dropped_turn] = [e for e in entries if e["line"] == 1]
     assert "turn 2 of 2" in dropped_turn["message"]
+    assert (dropped_turn["turn"], dropped_turn["turns"]) == (2, 2)
+    by_line = {e["line"]: e for e in entries}
+    assert "turn" not in by_line[3]  # its row made one sample
+    assert (by_line[4]["turn"], by_line[4]["turns"]) == (1, 2)  # skipped, listed once, by its first turn
     assert h5_problems(out) == []
+
+
+def test_a_turn_too_long_for_its_pack_is_named_by_its_turn(qwen3, tmp_path):
+    rows = [conversation(SHORT, LONG), conversation(SHORT)]  # line 1: turn 1 fits a pack, turn 2 does not
+    path = write_lines(tmp_path / "in.jsonl", rows)
+    options = CacheOptions(pack_size=MAX_LENGTH, packing="bfd")
+    stats = cache_file(str(path), str(tmp_path / "out"), per_turn(qwen3), options)
+    assert (stats.rows_written, stats.rows_skipped, stats.samples_written, stats.samples_dropped) == (2, 0, 2, 1)
+    [entry] = errors_of(stats.output_url)
+    assert (entry["line"], entry["reason"], entry["turn"], entry["turns"]) == (1, "too_long_for_pack", 2, 2)
+    assert entry["message"].startswith("trained turn 2 of 2")
 
 
 def test_max_error_rate_counts_rows_not_turns(qwen3, tmp_path):
