@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from pipeline_core.commit.manifest import Manifest, ManifestEntry, open_for_run, save_manifest
-from pipeline_core.storage.fs import join_url, remove_quietly
+from pipeline_core.commit.manifest import Manifest, ManifestEntry, entry_files, open_for_run, save_manifest
+from pipeline_core.storage.fs import remove_quietly
 
 SAVE_EVERY = 1.0
 
@@ -76,11 +76,14 @@ class Committer:
         return self.parts_of
 
     def _drop_parts(self, name: str, keys: list[str]) -> None:
-        """Remove those of ``keys`` that are still entries of parts of ``name``."""
+        """Remove those of ``keys`` that are still entries of parts of ``name``; their files go under
+        ``dropping``, so the final commit removes each one the new result does not list again (a
+        Megatron pair of a key or level the chunk no longer writes must not stay to be found)."""
         for key in keys:
             entry = self.manifest.entries.get(key)
             if entry is not None and entry.extra.get("part_of") == name:
                 del self.manifest.entries[key]
+                self.manifest.dropping = sorted({*self.manifest.dropping, *entry_files(self.output_dir, entry)})
 
     def save_soon(self) -> None:
         """Rewrite the manifest when the last rewrite is SAVE_EVERY seconds and ten times its own cost
@@ -104,7 +107,7 @@ class Committer:
         dropped = [e for k, e in self.manifest.entries.items() if k not in names]
         # an earlier run's, killed midway, that this run did not write again
         left = [url for url in self.manifest.dropping if url.rsplit("/", 1)[-1] not in names]
-        urls = list(dict.fromkeys([url for entry in dropped for url in self._entry_files(entry)] + left))
+        urls = list(dict.fromkeys([url for entry in dropped for url in entry_files(self.output_dir, entry)] + left))
         self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if k in names}
         self.manifest.complete = True
         self.manifest.dropping = urls
@@ -114,10 +117,6 @@ class Committer:
         self.manifest.dropping = []
         self._save()
         return urls
-
-    def _entry_files(self, entry: ManifestEntry) -> list[str]:
-        result = entry.extra.get("result") or {}
-        return [join_url(self.output_dir, entry.name)] + [result["errors_url"]] * bool(result.get("errors_url"))
 
     def _save(self) -> None:
         """Atomically, and not at all when nothing changed: a no-op rerun leaves the folder as it was."""

@@ -73,10 +73,24 @@ class Manifest:
             list(body.get("dropping", [])),
         )
 
+    def file_urls(self, output_dir: str) -> list[str]:
+        """Every file the entries name: each entry's own, and a quarantine file recorded only in a
+        result (manifests written before quarantine files were parts)."""
+        urls = []
+        for entry in self.entries.values():
+            urls += entry_files(output_dir, entry)
+        return list(dict.fromkeys(urls))
+
     def outputs(self, suffix: str) -> list[str]:
         """The committed outputs ending in ``suffix`` (never quarantine files), in natural order."""
         names = [n for n in self.entries if n.endswith(suffix) and not n.endswith(".errors.jsonl")]
         return sorted(names, key=natural_key)
+
+
+def entry_files(output_dir: str, entry: ManifestEntry) -> list[str]:
+    """The URLs of the files one entry stands for: its own, and its result's quarantine file."""
+    errors_url = (entry.extra.get("result") or {}).get("errors_url")
+    return [join_url(output_dir, entry.name), *([errors_url] if errors_url else [])]
 
 
 _ENTRY_FIELDS = tuple(f.name for f in fields(ManifestEntry))
@@ -139,10 +153,17 @@ def save_manifest(output_dir: str, data: bytes, storage_options: dict | None = N
 def open_for_run(
     output_dir: str, stage: str, config_hash: str, overwrite: bool, storage_options: dict | None = None
 ) -> Manifest:
-    """The folder's manifest for a new run: refuses config drift unless ``overwrite``."""
+    """The folder's manifest for a new run: refuses config drift unless ``overwrite``.
+
+    Overwritten, the earlier run's files (outputs, Megatron pairs, quarantine files) are listed
+    under ``dropping``: the final commit removes those this run does not write again, so no file of
+    the replaced settings (a key, a level, a chunk this run does not make) stays beside the new ones."""
     existing = load_manifest(output_dir, storage_options)
-    if existing is None or (overwrite and existing.config_hash != config_hash):
+    if existing is None:
         return Manifest(stage, config_hash)
+    if overwrite and existing.config_hash != config_hash:
+        replaced = existing.file_urls(output_dir) if existing.stage == stage else []
+        return Manifest(stage, config_hash, dropping=sorted({*replaced, *existing.dropping}))
     if existing.stage != stage or existing.config_hash != config_hash:
         raise ConfigError(
             f"{output_dir} already holds {existing.stage} outputs written with other settings "

@@ -3,9 +3,11 @@
     merge_output("out/", "merged/all")   # merged/all_text_document.bin/.idx (+ its manifest)
 
 The chunks come from the folder's manifest, in the natural order of their inputs (the order the
-cache run read them); each chunk's files are ``{stem}_{key}_{level}.bin/.idx`` (see
-``formats.megatron.output``). Every key all chunks share is merged, streaming (one chunk at a time
-in memory), into ``{prefix}_{key}_{level}``. The prefix's folder is created and gets its own
+cache run read them); each chunk's files are the ``{stem}_{key}_{level}.bin/.idx`` (see
+``formats.megatron.output``) its manifest entry lists, never whatever else lies in the folder (a
+file an earlier run left, of a key or level this run did not write, is no part of the output).
+Every key all chunks share is merged, streaming (one chunk at a time in memory), into
+``{prefix}_{key}_{level}``. The prefix's folder is created and gets its own
 ``h5pipe-manifest.json`` (stage ``merge``) listing the merged files with their sha256, so
 ``h5pipe verify`` checks them like any output; it must not be the input folder, whose manifest
 belongs to the cache run.
@@ -20,7 +22,7 @@ from pipeline_core.commit.manifest import Manifest, ManifestEntry, load_manifest
 from pipeline_core.errors import ConfigError
 from pipeline_core.formats.megatron.output import LEVELS, merge_megatron
 from pipeline_core.stages.outputs import output_stem
-from pipeline_core.storage.fs import fetch_files, natural_key, url_to_fs
+from pipeline_core.storage.fs import join_url, natural_key, url_to_fs
 from pipeline_core.storage.hashing import file_digest
 
 STAGE = "merge"
@@ -40,33 +42,37 @@ def merge_output(input_dir: str, out_prefix: str, storage_options: dict | None =
 
 
 def chunk_prefixes(input_dir: str, storage_options: dict | None = None) -> list[dict[str, str]]:
-    """Per chunk, in input order: {file key: prefix URL} of its Megatron files."""
+    """Per chunk, in input order: {file key: prefix URL} of the Megatron files its manifest entry lists."""
     manifest = load_manifest(input_dir, storage_options)
     if manifest is None or manifest.stage != "cache":
         raise ConfigError(f"{input_dir} has no cache manifest; merge the output folder of a finished cache run")
-    inputs = sorted({r["input_url"] for r in _results(manifest)}, key=natural_key)
-    stems = [output_stem(u) for u in inputs]
-    indexes = [u.rsplit("/", 1)[-1] for u in fetch_files(input_dir, ".idx", storage_options)]
-    maps: dict[str, dict[str, str]] = {s: {} for s in stems}
-    for name in indexes:
-        match = _owner(name, stems)
-        if match:
-            stem, key, level = match
-            maps[stem][key] = input_dir.rstrip("/") + "/" + f"{stem}_{key}_{level}"
-    if not any(maps.values()):
+    if not manifest.complete:
+        raise ConfigError(f"{input_dir} is being written (its manifest is not complete); merge once the cache run ends")
+    results = sorted(_results(manifest), key=lambda r: natural_key(r["input_url"]))
+    maps = [_chunk_files(input_dir, r) for r in results]
+    if not any(maps):
         raise ConfigError(
             f"{input_dir} holds no Megatron files; run the cache stage with output_format megatron or both"
         )
-    return [maps[s] for s in stems]
+    return maps
 
 
-def _owner(name: str, stems: list[str]) -> tuple[str, str, str] | None:
-    """(stem, key, level) of ``{stem}_{key}_{level}.idx``, the longest stem winning."""
-    for stem in sorted(stems, key=len, reverse=True):
-        found = re.fullmatch(re.escape(stem) + r"_(.+)_(" + "|".join(LEVELS) + r")\.idx", name)
-        if found:
-            return stem, found.group(1), found.group(2)
-    return None
+def _chunk_files(input_dir: str, result: dict) -> dict[str, str]:
+    """{file key: prefix URL} of one chunk's listed ``.idx`` files (each listed after its ``.bin``)."""
+    stem = output_stem(result["input_url"])
+    names = [result.get("output_url") or "", *(p["url"] for p in result.get("parts", []))]
+    found = {}
+    for name in (n.rsplit("/", 1)[-1] for n in names):
+        if match := _owner(name, stem):
+            key, level = match
+            found[key] = join_url(input_dir, f"{stem}_{key}_{level}")
+    return found
+
+
+def _owner(name: str, stem: str) -> tuple[str, str] | None:
+    """(key, level) of ``{stem}_{key}_{level}.idx``."""
+    found = re.fullmatch(re.escape(stem) + r"_(.+)_(" + "|".join(LEVELS) + r")\.idx", name)
+    return (found.group(1), found.group(2)) if found else None
 
 
 def _results(manifest: Manifest) -> list[dict]:

@@ -56,3 +56,40 @@ def test_a_dropping_file_the_next_run_writes_again_is_kept(gpt2_path, c4_chunks,
     result = cache_flow(p)
     assert (out / "train_chunk_2.h5").exists() and result["summary"]["chunks"] == 3
     assert "dropping" not in manifest(out) and not verify_output(str(out)).problems
+
+
+def test_a_part_a_chunk_no_longer_writes_is_removed_by_the_commit(tmp_path):
+    """A chunk recorded again with fewer parts: the part it no longer lists is removed at the final
+    commit (before, its entry went and its file stayed, for a folder scan to find); a part it lists
+    again is kept."""
+    from flows.commit import Committer
+    from tasks.models import ChunkResult, PartFile
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("c.h5", "c_text_document.bin", "c_title_document.bin"):
+        (out / name).write_bytes(b"x")
+
+    def result(*parts: str) -> ChunkResult:
+        files = [PartFile(url=str(out / p), sha256="p", size=1) for p in parts]
+        counts = {"rows_read": 0, "samples_written": 0, "rows_skipped": 0}
+        return ChunkResult(
+            input_url="c.jsonl",
+            output_url=str(out / "c.h5"),
+            source_sha256="s",
+            sha256="h",
+            size=1,
+            parts=files,
+            **counts,
+        )
+
+    first = Committer.open(str(out), "cache", "cfg", False, {})
+    first.record(result("c_text_document.bin", "c_title_document.bin"))
+    first.commit([result("c_text_document.bin", "c_title_document.bin")])
+    again = Committer.open(str(out), "cache", "cfg", False, {})
+    again.record(result("c_text_document.bin"))
+    assert again.manifest.dropping == sorted(str(out / p) for p in ("c_text_document.bin", "c_title_document.bin"))
+    removed = again.commit([result("c_text_document.bin")])
+    assert removed == [str(out / "c_title_document.bin")]
+    assert sorted(p.name for p in out.iterdir() if p.suffix != ".json") == ["c.h5", "c_text_document.bin"]
+    assert sorted(manifest(out)["entries"]) == ["c.h5", "c_text_document.bin"]

@@ -131,6 +131,15 @@ def test_mindspeed_refuses_what_its_layout_cannot_hold(trained, tmp_path):
         )
 
 
+def recorded(manifest: Manifest, stats) -> None:
+    """The chunk's entry as the cache task records a Megatron-only chunk: its first key's .idx
+    stands for it, every other .bin/.idx is one of its parts."""
+    files = [stats.megatron_prefixes[k] + ext for k in sorted(stats.megatron_prefixes) for ext in (".idx", ".bin")]
+    result = {"input_url": stats.input_url, "output_url": files[0], "parts": [{"url": u} for u in files[1:]]}
+    name = files[0].rsplit("/", 1)[-1]
+    manifest.entries[name] = ManifestEntry(name, "x", 0, extra={"result": result})
+
+
 def cache_folder(gpt2, llamafactory, folder, output_format="megatron"):
     """A cache output folder as the flow leaves it: chunks plus a manifest naming their inputs."""
     rows = load_json_or_jsonl(llamafactory / "c4_demo.jsonl")[:60]
@@ -142,8 +151,7 @@ def cache_folder(gpt2, llamafactory, folder, output_format="megatron"):
         stats.append(
             cache_file(url, str(folder), ProcessorFactory.create("pt", gpt2), CacheOptions(output_format=output_format))
         )
-        name = f"train_chunk_{i}_text_document.idx"
-        manifest.entries[name] = ManifestEntry(name, "x", 0, extra={"result": {"input_url": url}})
+        recorded(manifest, stats[-1])
     save_manifest(str(folder), manifest.to_json())
     return stats
 
@@ -176,8 +184,7 @@ def test_merge_keeps_mindspeed_names(trained, alpaca, tmp_path):
     manifest = Manifest("cache", "cfg")
     for i in range(2):
         url = write_jsonl(tmp_path / f"c_{i}.jsonl", alpaca[i * 30 : (i + 1) * 30])
-        cache_file(url, str(out), processor, CacheOptions(output_format="mindspeed"))
-        manifest.entries[f"c_{i}.idx"] = ManifestEntry(f"c_{i}.idx", "x", 0, extra={"result": {"input_url": url}})
+        recorded(manifest, cache_file(url, str(out), processor, CacheOptions(output_format="mindspeed")))
     save_manifest(str(out), manifest.to_json())
     merged = merge_output(str(out), str(tmp_path / "m" / "alpaca"))
     assert set(merged) == {"packed_input_ids", "packed_attention_mask", "packed_labels"}
