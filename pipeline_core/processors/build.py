@@ -14,6 +14,7 @@ from pipeline_core.errors import ConfigError
 from pipeline_core.processors import Processor, ProcessorFactory
 from pipeline_core.processors.normalize import TextNormalizer
 from pipeline_core.tokenizer.auto import AutoTokenizer
+from pipeline_core.tokenizer.folder import OLD_TEMPLATE_DIR, TEMPLATE_DIR
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def _local_stamps(path: str) -> tuple:
         return ()
     local = Path(path.removeprefix("file://"))
     folder = local if local.is_dir() else local.parent
-    files = [folder / name for name in TOKENIZER_FILES] + sorted(folder.glob("chat_templates/*.jinja"))
+    named = sorted(folder.glob(f"{TEMPLATE_DIR}/*.jinja")) + sorted(folder.glob(f"{OLD_TEMPLATE_DIR}/*.jinja"))
+    files = [folder / name for name in TOKENIZER_FILES] + named
     files += [] if local.is_dir() else [local]
     return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
 

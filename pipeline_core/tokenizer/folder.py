@@ -10,6 +10,8 @@ import json
 
 import fsspec
 
+from pipeline_core.errors import ConfigError
+
 
 def locate(path: str) -> tuple[str | None, str]:
     """(folder holding the tokenizer or None, URL of tokenizer.json)."""
@@ -42,10 +44,16 @@ def token_content(value) -> str | None:
     return value
 
 
+# transformers' folder of named templates (``CHAT_TEMPLATE_DIR``): it saves every template but the
+# default there, ``{name}.jinja``, and reads no other folder
+TEMPLATE_DIR = "additional_chat_templates"
+OLD_TEMPLATE_DIR = "chat_templates"  # read by h5pipe before; transformers never reads it
+
+
 def chat_templates_of(folder: str, config: dict) -> dict[str, str]:
     """Every chat template of the folder by name, as transformers loads them: ``chat_template.jinja``
-    (the default) and ``chat_templates/*.jinja`` beside tokenizer_config.json win over its
-    ``chat_template`` entry (a string, or a list of ``{"name", "template"}``)."""
+    (the default) and ``additional_chat_templates/*.jinja`` beside tokenizer_config.json win over
+    its ``chat_template`` entry (a string, or a list of ``{"name", "template"}``)."""
     files = template_files(folder)
     if files:
         return files
@@ -60,10 +68,22 @@ def template_files(folder: str) -> dict[str, str]:
     found: dict[str, str] = {}
     if fs.exists(f"{root}/chat_template.jinja"):
         found["default"] = read_text(fs, f"{root}/chat_template.jinja")
-    if fs.isdir(f"{root}/chat_templates"):
-        for path in sorted(fs.glob(f"{root}/chat_templates/*.jinja")):
-            found[path.rsplit("/", 1)[-1].removesuffix(".jinja")] = read_text(fs, path)
+    for path in named_template_paths(fs, root):
+        found[path.rsplit("/", 1)[-1].removesuffix(".jinja")] = read_text(fs, path)
     return found
+
+
+def named_template_paths(fs, root: str) -> list[str]:
+    """The named templates' files; refuses a ``chat_templates/`` folder of them, which transformers
+    ignores (rendering them would make data the model's own tokenizer never formats)."""
+    old = sorted(fs.glob(f"{root}/{OLD_TEMPLATE_DIR}/*.jinja")) if fs.isdir(f"{root}/{OLD_TEMPLATE_DIR}") else []
+    if old:
+        raise ConfigError(
+            f"{root}/{OLD_TEMPLATE_DIR}/ holds named chat templates ({', '.join(p.rsplit('/', 1)[-1] for p in old)}), "
+            f"a folder transformers does not read: it loads and saves them in {TEMPLATE_DIR}/. Move them there "
+            "(or save the tokenizer again with transformers) so h5pipe and your trainer render the same templates"
+        )
+    return sorted(fs.glob(f"{root}/{TEMPLATE_DIR}/*.jinja")) if fs.isdir(f"{root}/{TEMPLATE_DIR}") else []
 
 
 def read_text(fs, path: str) -> str:

@@ -65,6 +65,31 @@ def test_chat_template_jinja_beside_the_config_wins(tmp_path):
     assert ids_of(tok, row(False)) == reference_ids(folder, False)
 
 
+def test_named_templates_transformers_saved_are_read_from_its_folder(tmp_path):
+    """transformers saves named templates as additional_chat_templates/{name}.jinja (and the
+    default as chat_template.jinja): h5pipe reads them there, as transformers' loader does."""
+    source = family_folder("qwen2.5", tmp_path / "src", template="")
+    saved = tmp_path / "saved"
+    original = reference(source)
+    original.chat_template = {"default": DEFAULT, "tool_use": TOOL_USE}
+    original.save_pretrained(str(saved))
+    assert (saved / "additional_chat_templates" / "tool_use.jinja").read_text(encoding="utf-8") == TOOL_USE
+    tok = AutoTokenizer.from_file(saved)
+    assert tok.named_chat_templates == {"default": DEFAULT, "tool_use": TOOL_USE}
+    for with_tools in (False, True):
+        assert ids_of(tok, row(with_tools)) == reference_ids(saved, with_tools)
+    assert "TOOLS" in tok.decode(ids_of(tok, row(True)))
+
+
+def test_a_chat_templates_folder_transformers_ignores_is_refused(tmp_path):
+    folder = family_folder("qwen2.5", tmp_path / "old", template=DEFAULT)
+    (folder / "chat_templates").mkdir()
+    (folder / "chat_templates" / "tool_use.jinja").write_text(TOOL_USE, encoding="utf-8")
+    assert "tool_use" not in (reference(folder).chat_template or {})  # transformers does not see it
+    with pytest.raises(ConfigError, match="additional_chat_templates"):
+        AutoTokenizer.from_file(folder)
+
+
 THINKING = (  # a gpt-oss-style template: it reads a message's reasoning as `thinking`
     "{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' }}"
     "{% if m.thinking %}{{ '<think>' + m.thinking + '</think>' }}{% endif %}{{ m.content + '<|im_end|>\n' }}"
