@@ -8,11 +8,17 @@
                  "last"    only the last trained turn of a sample keeps its end tokens
                  "none"    no turn's end tokens are trained
 
-A turn's *end tokens* are the tail of its trained span made only of special tokens and blank
-(whitespace) tokens, from its first special token on: ChatML's ``<|im_end|>`` and the ``\\n`` after it,
-Llama-3's ``<|eot_id|>``, Phi-3.5's last ``<|end|>\\n<|endoftext|>``, alpaca's eos. A trained span whose
-tail has no special token has no end token to leave out: with ``train_on_eos`` other than ``"turn"`` such a row
-is a RowError (``no_end_token``), never trained on a guess. The two settings exclude each other.
+A turn's *end tokens* are what the strategy writes after an answer: the tail of its trained span
+made only of *end-of-turn ids* and blank (whitespace) tokens, from its first end-of-turn id on:
+ChatML's ``<|im_end|>`` and the ``\\n`` after it, Llama-3's ``<|eot_id|>``, Phi-3.5's last
+``<|end|>\\n<|endoftext|>``, alpaca's eos. The end-of-turn ids are found once per processor by
+rendering a probe conversation with the strategy itself (``end_of_turn_ids``): the special tokens
+after a probe answer. Other control tokens stay part of the answer and trained (``</tool_call>``
+closing a tool call, Qwen3's ``<think>\\n\\n</think>\\n\\n``), as transformers' assistant mask
+trains them. A trained span whose tail has no end-of-turn id has no end token to leave out: with
+``train_on_eos`` other than ``"turn"`` such a row is a RowError (``no_end_token``), never trained on a
+guess; a sample left with no trained token (an empty answer whose end tokens were all it trained) is
+a RowError (``nothing_to_train``). The two settings exclude each other.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline_core.converters.sample import text_message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.formats.ragged import Ragged
 
@@ -57,14 +64,21 @@ class MaskControls:
             if self.train_on_eos == "last" and n == len(runs) - 1:
                 continue
             out[ends.start(ids, start, end) : end] = 0
+        if runs and not out.any():
+            raise RowError(
+                "nothing_to_train",
+                f"with train_on_eos={self.train_on_eos!r} this sample trains no token: its answers are empty, "
+                "their end tokens were all it trained; drop such rows or use train_on_eos='turn'",
+                "messages",
+            )
         return out
 
 
 class EndTokens:
-    """Which ids end a turn: the tokenizer's special ids, and the blank ids that may follow them."""
+    """Which ids end a turn: the strategy's end-of-turn ids, and the blank ids that may follow them."""
 
-    def __init__(self, special_ids, decode) -> None:
-        self.special = frozenset(int(i) for i in special_ids)
+    def __init__(self, end_ids, decode) -> None:
+        self.special = frozenset(int(i) for i in end_ids)
         self._decode, self._blank = decode, {}
 
     def is_blank(self, token: int) -> bool:
@@ -90,6 +104,27 @@ class EndTokens:
                 "messages",
             )
         return first
+
+
+PROBE_ANSWER = "h5pipe end of turn probe"
+
+
+def end_of_turn_ids(strategy, tokenizer) -> frozenset[int]:
+    """The special ids ``strategy`` writes after an assistant answer: those in the trained text that
+    follows a probe answer, in a two-turn conversation it renders (so a template that ends its last
+    turn otherwise, Phi-3.5's ``<|endoftext|>``, is seen too)."""
+    turns = [("user", "u"), ("assistant", PROBE_ANSWER), ("user", "v"), ("assistant", PROBE_ANSWER)]
+    try:
+        pieces = strategy.render_messages([text_message(role, text) for role, text in turns])
+    except RowError as e:
+        raise ConfigError(
+            f"train_on_eos needs to find the end of an assistant turn, and the {strategy.name} strategy "
+            f"could not render a plain two-turn conversation to show it ({e}); use train_on_eos='turn'"
+        ) from e
+    trained = "".join(p.text if p.ids is None else tokenizer.decode(p.ids.tolist()) for p in pieces if p.target)
+    special = {tokenizer.token_to_id(t) for t in tokenizer.special_tokens}
+    tails = trained.split(PROBE_ANSWER)[1:]
+    return frozenset(i for tail in tails for i in tokenizer.encode_markup(tail) if i in special)
 
 
 def controlled(controls: MaskControls, sequence: Ragged, weight: Ragged, ends: EndTokens) -> tuple[Ragged, list]:

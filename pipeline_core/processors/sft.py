@@ -23,7 +23,7 @@ from pipeline_core.processors import fast_pairs, fast_template
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
 from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, weighted_samples
 from pipeline_core.processors.length import over_length, truncate_all
-from pipeline_core.processors.mask import EndTokens, MaskControls, controlled
+from pipeline_core.processors.mask import EndTokens, MaskControls, controlled, end_of_turn_ids
 from pipeline_core.processors.media import media_ragged
 from pipeline_core.processors.messages import Conversation, ConversationReader
 from pipeline_core.processors.turns import name_turns, turn_numbers
@@ -52,11 +52,13 @@ class SFTProcessor(Processor):
     ):
         super().__init__(tokenizer, strategy, **kwargs)
         self.controls = MaskControls(bool(train_on_prompt), train_on_eos)
-        self._ends = EndTokens([tokenizer.token_to_id(t) for t in tokenizer.special_tokens], tokenizer.decode)
         self.query_key, self.response_key = query_key, response_key
         self.reader = ConversationReader(converter, train_on, media, query_key, train_tool_calls, train_roles)
         if self.strategy is not None:
             self.strategy = self.strategy.training_roles(self.reader.train_roles)
+        self._ends = None
+        if self.strategy is not None and not self.controls.default:
+            self._ends = EndTokens(end_of_turn_ids(self.strategy, tokenizer), tokenizer.decode)
         self.sample_keys = ("media",) if media == "keep" else ()
 
     def describe(self) -> dict:

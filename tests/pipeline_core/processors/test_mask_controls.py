@@ -1,10 +1,13 @@
 """train_on_prompt, train_on_eos and pt's add_bos/add_eos, counted by hand on real family tokenizers."""
 
+import json
+import re
+
 import numpy as np
 import pytest
 
 from pipeline_core import AutoTokenizer, ConfigError, ProcessorFactory, StrategyFactory
-from tests.pipeline_core.chat.families import family_folder
+from tests.pipeline_core.chat.families import family_folder, reference
 
 TWO_TURNS = {
     "messages": [
@@ -91,3 +94,68 @@ def test_train_roles_is_checked(qwen):
     with pytest.raises(ConfigError, match="train_roles"):
         ProcessorFactory.create("sft", qwen, train_roles=["narrator"])
     assert ProcessorFactory.create("sft", qwen).strategy.trained_roles == {"assistant"}
+
+
+CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
+TOOL_ROW = {  # a tool call answered, then the final answer
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "value": "Weather in Paris?"}]},
+        {"role": "assistant", "content": [{"type": "tool_calls", "value": json.dumps(CALL)}]},
+        {"role": "tool", "content": [{"type": "text", "value": "sunny"}]},
+        {"role": "assistant", "content": [{"type": "text", "value": "It is sunny."}]},
+    ]
+}
+TOOL_ROW_HF = [  # the same conversation as transformers takes it
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": CALL}]},
+    {"role": "tool", "content": "sunny"},
+    {"role": "assistant", "content": "It is sunny."},
+]
+
+
+def answers_in_reference(folder, messages) -> list[str]:
+    """Each assistant turn's text between its header and <|im_end|>, in transformers' rendering."""
+    text = reference(folder).apply_chat_template(messages, tokenize=False)
+    return re.findall(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", text, flags=re.S)
+
+
+def with_final_answer(row: dict, hf: list[dict], answer: str) -> tuple[dict, list[dict]]:
+    final = {"role": "assistant", "content": [{"type": "text", "value": answer}]}
+    return {"messages": [*row["messages"][:-1], final]}, [*hf[:-1], {"role": "assistant", "content": answer}]
+
+
+@pytest.mark.parametrize(("family", "answer"), [("qwen2.5", "It is sunny."), ("qwen3", "It is sunny."), ("qwen3", "")])
+def test_train_on_eos_leaves_out_only_the_end_of_turn_not_the_answers_control_tokens(family, answer, tmp_path):
+    """</tool_call> closes the answer and Qwen3's empty <think></think> opens it: both are special
+    tokens of these tokenizers, and neither is an end of turn (before, </tool_call> was untrained,
+    and so was the whole of a Qwen3 turn with an empty answer)."""
+    folder = family_folder(family, tmp_path / family)
+    tok = AutoTokenizer.from_file(folder)
+    row, hf = with_final_answer(TOOL_ROW, TOOL_ROW_HF, answer)
+    answers = answers_in_reference(folder, hf)
+    trained = answers if family == "qwen2.5" else answers[-1:]  # Qwen3 trains its last turn only
+    assert ("</tool_call>" in trained[0]) if family == "qwen2.5" else trained[0].startswith("<think>\n\n</think>")
+
+    def run(rule):
+        p = ProcessorFactory.create("sft", tok, strategy="template", train_on_eos=rule, train_tool_calls=True)
+        return trained_text(tok, p.process(row))
+
+    end = "<|im_end|>\n"
+    assert run("turn") == "".join(a + end for a in trained)
+    assert run("last") == "".join(trained) + end
+    assert run("none") == "".join(trained)
+
+
+@pytest.mark.parametrize("rule", ["last", "none"])
+def test_an_empty_answer_that_would_train_no_token_is_nothing_to_train(qwen, rule):
+    row = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "value": "hi"}]},
+            {"role": "assistant", "content": [{"type": "text", "value": ""}]},
+        ]
+    }
+    p = ProcessorFactory.create("sft", qwen, strategy="chatml", train_on_eos=rule)
+    batch = p.process_batch([row, TWO_TURNS])
+    expected = [] if rule == "last" else [(0, "nothing_to_train")]
+    assert [(i, e.reason) for i, e in batch.errors] == expected
+    assert batch.n_samples == 2 - len(expected)
