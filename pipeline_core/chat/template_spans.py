@@ -23,6 +23,8 @@ from pipeline_core.chat.span_cuts import Span, mask_error
 from pipeline_core.errors import RowError
 from pipeline_core.tokenizer.chat_template import render_chat_template, render_with_generation_spans
 
+PROBE_TEXT = "h5pipe turn text probe"  # stands in for a turn's text to find where the template writes it
+
 
 class TemplateSpans:
     """Span derivation from renders; the strategy's ``trained_roles``, ``rewritten``, ``_variables``."""
@@ -57,15 +59,20 @@ class TemplateSpans:
         return [(full, spans)]
 
     def _other_span(self, template: str, conversation: TemplateConversation, k: int, full: str, after: int) -> Span:
-        """A trained non-assistant turn: from its text, as written in the render of messages[:k+1], to that
-        render's end (its end tokens); the render must be a prefix of the whole one."""
-        through = self._render(template, conversation, conversation.messages[: k + 1], False)
-        content = conversation.messages[k]["content"]
-        start = through.rfind(content, after) if content else -1
-        if start < 0 or not full.startswith(through):
+        """A trained non-assistant turn: from where the render of messages[:k+1] writes its text to
+        that render's end (its end tokens); the render must be a prefix of the whole one. Where the
+        text starts is found by rendering the turn with a probe text in its place (a search for the
+        text itself finds a blank or repeated text in the wrong place)."""
+        chat = conversation.messages
+        through = self._render(template, conversation, chat[: k + 1], False)
+        probe = self._render(template, conversation, [*chat[:k], {**chat[k], "content": PROBE_TEXT}], False)
+        start = probe.find(PROBE_TEXT, after)
+        tail = probe[start + len(PROBE_TEXT) :]
+        placed = start >= 0 and through[:start] == probe[:start] and len(through) - len(tail) >= start
+        if not (placed and through.endswith(tail) and full.startswith(through)):
             raise mask_error(
-                f"message {conversation.owners[k]} ({conversation.messages[k]['role']}) is not written as "
-                "its text, or renders differently alone than inside the whole conversation",
+                f"message {conversation.owners[k]} ({chat[k]['role']}) is not written where a text in its place "
+                "would be, or renders differently alone than inside the whole conversation",
                 conversation.owners[k],
             )
         return (start, len(through), k)

@@ -159,3 +159,26 @@ def test_an_empty_answer_that_would_train_no_token_is_nothing_to_train(qwen, rul
     expected = [] if rule == "last" else [(0, "nothing_to_train")]
     assert [(i, e.reason) for i, e in batch.errors] == expected
     assert batch.n_samples == 2 - len(expected)
+
+
+@pytest.mark.parametrize("text", ["\n", " ", "eot", "user"])
+def test_a_trained_user_turn_is_found_where_the_template_writes_it(text, tmp_path):
+    """A blank text, or one the template's own markup also holds (``eot`` in ``<|eot_id|>``,
+    ``user`` in the header), was searched for and found in the wrong place; the expected turns are
+    cut from transformers' rendering (Llama-3.1 trims a turn's text)."""
+    folder = family_folder("llama3.1", tmp_path / "llama")
+    tok = AutoTokenizer.from_file(folder)
+    texts = [text, "Hello.", "hi", "Goodbye."]
+    rendered = reference(folder).apply_chat_template(
+        [{"role": r, "content": t} for r, t in zip(["user", "assistant"] * 2, texts)], tokenize=False
+    )
+    turns = re.findall(
+        r"<\|start_header_id\|>(?:user|assistant)<\|end_header_id\|>\n\n(.*?<\|eot_id\|>)", rendered, re.S
+    )
+    row = {
+        "messages": [
+            {"role": r, "content": [{"type": "text", "value": t}]} for r, t in zip(["user", "assistant"] * 2, texts)
+        ]
+    }
+    p = ProcessorFactory.create("sft", tok, strategy="template", train_roles=["user", "assistant"])
+    assert trained_text(tok, p.process(row)) == "".join(turns)
