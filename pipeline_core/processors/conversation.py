@@ -55,21 +55,26 @@ def render(strategy: PromptStrategy, conversation: Conversation) -> Rendered:
     return rendered
 
 
-def weighted_samples(samples: list[list[Piece]], conversation: Conversation) -> list[Rendered]:
-    """The samples a strategy made of the conversation that train something (at least one)."""
-    kept = [r for r in (_weighted(pieces, conversation) for pieces in samples) if _trains(r)]
+def weighted_samples(
+    samples: list[list[Piece]], conversation: Conversation, prompt_weight: float = 0.0
+) -> list[Rendered]:
+    """The samples a strategy made of the conversation that train something (at least one).
+    ``prompt_weight``: the weight of every piece outside a trained turn (1.0 with train_on_prompt);
+    a trained turn's pieces always weigh its message's loss_weight, 0 included."""
+    kept = [r for r in (_weighted(pieces, conversation, prompt_weight) for pieces in samples) if _trains(r)]
     if not kept:
         raise _nothing_to_train()
     return kept
 
 
-def _weighted(pieces: list[Piece], conversation: Conversation) -> Rendered:
+def _weighted(pieces: list[Piece], conversation: Conversation, prompt_weight: float = 0.0) -> Rendered:
     weights = conversation.weights
-    return Rendered(pieces, [weights[p.message] if p.target else 0.0 for p in pieces], conversation.media)
+    return Rendered(pieces, [weights[p.message] if p.target else prompt_weight for p in pieces], conversation.media)
 
 
 def _trains(rendered: Rendered) -> bool:
-    return any(w > 0 and _has_tokens(p) for p, w in zip(rendered.pieces, rendered.piece_weights))
+    """Whether a trained turn has a token of weight > 0 (prompt tokens trained by train_on_prompt do not count)."""
+    return any(p.target and w > 0 and _has_tokens(p) for p, w in zip(rendered.pieces, rendered.piece_weights))
 
 
 def _nothing_to_train() -> RowError:

@@ -3,7 +3,8 @@
 ::
 
     train_on_prompt=True   every token is trained: prompt, system, tool and format tokens weigh 1,
-                           assistant turns keep their loss_weight (LLaMA-Factory's train_on_prompt)
+                           assistant turns keep their loss_weight, 0 included (LLaMA-Factory's
+                           train_on_prompt); given to the render as ``prompt_weight``
     train_on_eos="turn"    each trained assistant turn's end tokens are trained (the default)
                  "last"    only the last trained turn of a sample keeps its end tokens
                  "none"    no turn's end tokens are trained
@@ -46,6 +47,11 @@ class MaskControls:
             raise ConfigError("train_on_prompt trains every token, end tokens included; leave train_on_eos='turn'")
 
     @property
+    def prompt_weight(self) -> float:
+        """The weight of every token outside a trained turn."""
+        return 1.0 if self.train_on_prompt else 0.0
+
+    @property
     def default(self) -> bool:
         return not self.train_on_prompt and self.train_on_eos == "turn"
 
@@ -54,10 +60,8 @@ class MaskControls:
 
     def row_weights(self, ids: np.ndarray, weight: np.ndarray, ends: EndTokens) -> np.ndarray:
         """One sample's weights under these controls (``ids``/``weight`` aligned)."""
-        if self.train_on_prompt:
-            return np.where(weight > 0, weight, np.float32(1.0)).astype(np.float32)
-        if self.train_on_eos == "turn":
-            return weight
+        if self.train_on_prompt or self.train_on_eos == "turn":
+            return weight  # train_on_prompt's weights come from the render (prompt_weight)
         out = weight.copy()
         runs = _runs(weight > 0)
         for n, (start, end) in enumerate(runs):

@@ -71,7 +71,8 @@ class SFTProcessor(Processor):
     def _extract(self, row: dict) -> list[Rendered]:
         """One row's samples (fast_pairs checks with it that a row fails the general path too)."""
         conversation = self._conversation(row)
-        return weighted_samples(self.strategy.render_samples(conversation.messages), conversation)
+        samples = self.strategy.render_samples(conversation.messages)
+        return weighted_samples(samples, conversation, self.controls.prompt_weight)
 
     def _render(self, rows: list[dict]) -> tuple[list[list[Rendered]], np.ndarray, list]:
         """Each good row's samples (one, or one per turn: the template strategy's ``rewritten="per_turn"``),
@@ -83,7 +84,7 @@ class SFTProcessor(Processor):
             try:
                 if isinstance(samples, RowError):
                     raise samples
-                good.append(weighted_samples(samples, conversation))
+                good.append(weighted_samples(samples, conversation, self.controls.prompt_weight))
                 kept.append(position)
             except RowError as e:
                 errors.append((position, e))

@@ -37,15 +37,24 @@ def test_train_on_eos(qwen, strategy):
     assert run("none") == "Hello.Goodbye."
 
 
-def test_train_on_prompt_trains_every_token_and_keeps_weights(qwen):
-    p = ProcessorFactory.create("sft", qwen, strategy="chatml", train_on_prompt=True)
-    row = {"messages": [*TWO_TURNS["messages"][:3], {**TWO_TURNS["messages"][3], "loss_weight": 0.5}]}
+@pytest.mark.parametrize("strategy", ["chatml", "template"])
+def test_train_on_prompt_trains_every_token_and_keeps_weights(qwen, strategy):
+    """Every token outside an assistant turn weighs 1; each assistant turn keeps its loss_weight,
+    0 included (before, a turn the data marked 0 was trained at 1)."""
+    p = ProcessorFactory.create("sft", qwen, strategy=strategy, train_on_prompt=True)
+    messages = TWO_TURNS["messages"]
+    row = {
+        "messages": [messages[0], {**messages[1], "loss_weight": 0.0}, messages[2], {**messages[3], "loss_weight": 0.5}]
+    }
     out = p.process(row)
-    assert out["loss_mask"].all()
-    weights = out["loss_weight"].numpy()
-    assert set(np.unique(weights).tolist()) == {0.5, 1.0}
-    assert qwen.decode(out["sequence"][weights == 0.5].tolist()) == "Goodbye.<|im_end|>\n"
+    weights, ids = out["loss_weight"].numpy(), out["sequence"].numpy()
+    assert set(np.unique(weights).tolist()) == {0.0, 0.5, 1.0}
+    assert qwen.decode(ids[weights == 0.5].tolist()) == "Goodbye.<|im_end|>\n"
+    assert qwen.decode(ids[weights == 0].tolist()) == "Hello.<|im_end|>\n"
+    assert out["loss_mask"].numpy().tolist() == (weights > 0).tolist()
     assert p.describe()["train_on_prompt"] is True
+    only_zero = {"messages": [messages[0], {**messages[1], "loss_weight": 0.0}]}
+    assert [e.reason for _, e in p.process_batch([only_zero]).errors] == ["nothing_to_train"]
 
 
 def test_train_on_eos_without_a_control_token_is_a_row_error(gpt2):
