@@ -21,7 +21,7 @@ from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFa
 from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, render
 from pipeline_core.processors.length import over_length, truncate_all
 from pipeline_core.processors.media import media_ragged
-from pipeline_core.processors.messages import ConversationReader
+from pipeline_core.processors.messages import ConversationReader, check_shared_prompt
 
 SIDES = ("chosen", "rejected")
 
@@ -57,6 +57,7 @@ class DPOProcessor(Processor):
                 "chosen_messages and rejected_messages reference different media; a pair shares its prompt's media",
                 "rejected_messages",
             )
+        check_shared_prompt(chosen, rejected)
         return render(self.strategy, chosen), render(self.strategy, rejected)
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:

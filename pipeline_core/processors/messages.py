@@ -113,6 +113,28 @@ def _only_tool_calls(message: Message) -> bool:
     return calls
 
 
+def check_shared_prompt(chosen: Conversation, rejected: Conversation) -> None:
+    """A pair's two sides must hold the same messages before their first trained one (their
+    prompt): a preference between answers to different prompts is no preference, and trainers
+    (TRL, LLaMA-Factory) take one prompt per pair."""
+    prompts = [_prompt(side) for side in (chosen, rejected)]
+    if prompts[0] == prompts[1]:
+        return
+    at = next((i for i, (a, b) in enumerate(zip(*prompts)) if a != b), min(map(len, prompts)))
+    raise RowError(
+        "prompt_mismatch",
+        f"chosen_messages and rejected_messages differ at message {at}, before their trained answer "
+        f"(prompts of {len(prompts[0])} and {len(prompts[1])} messages); a pair shares its prompt: give both "
+        "sides the same messages up to the answers they compare",
+        f"rejected_messages[{at}]",
+    )
+
+
+def _prompt(conversation: Conversation) -> list[tuple]:
+    first = next((i for i, w in enumerate(conversation.weights) if w > 0), len(conversation.messages))
+    return [(m["role"], m["content"]) for m in conversation.messages[:first]]
+
+
 class ConversationReader:
     """Turns one row into its conversation(s): converter, validation, normalizer, weights, media."""
 

@@ -143,3 +143,31 @@ def test_register_custom_processor(trained):
 
     out = ProcessorFactory.create("lengths", trained).process({"text": "abc"})
     assert out["sequence"].tolist() == trained.encode("abc")
+
+
+def test_dpo_pairs_must_share_their_prompt(trained, llamafactory):
+    """Every pair of LLaMA-Factory's v1 demo shares its prompt and is kept; a pair whose sides
+    answer different prompts (or one prompt holding an extra turn) is skipped as prompt_mismatch,
+    naming the first message that differs."""
+    processor = ProcessorFactory.create_with_strategy_name("dpo", trained, "chatml")
+    rows = load_json_or_jsonl(llamafactory / "v1_dpo_demo.jsonl")
+    batch = processor.process_batch(rows)
+    assert batch.errors == [] and batch.n_samples == len(rows)
+
+    def turn(role, text):
+        return {"role": role, "content": [{"type": "text", "value": text}]}
+
+    other = {"chosen_messages": [turn("user", "2+2?"), turn("assistant", "4")]}
+    other["rejected_messages"] = [turn("user", "3+3?"), turn("assistant", "5")]
+    longer = {"chosen_messages": other["chosen_messages"]}
+    longer["rejected_messages"] = [turn("system", "Be brief."), turn("user", "2+2?"), turn("assistant", "5")]
+    same = {
+        "chosen_messages": other["chosen_messages"],
+        "rejected_messages": [turn("user", "2+2?"), turn("assistant", "5")],
+    }
+    batch = processor.process_batch([other, same, longer])
+    assert [(i, e.reason, e.field) for i, e in batch.errors] == [
+        (0, "prompt_mismatch", "rejected_messages[0]"),
+        (2, "prompt_mismatch", "rejected_messages[0]"),
+    ]
+    assert batch.n_samples == 1
