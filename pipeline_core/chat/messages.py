@@ -15,6 +15,7 @@ messages, tools=...)`` would write it. ``owners[k]`` is the v1 index of template
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +60,23 @@ def template_message(message: Message, i: int) -> dict:
 
 
 def texts_of(message: Message) -> list[str]:
-    """Every string of a message that the template writes: checked for special-token strings."""
-    return [b["value"] for b in message["content"] if b["type"] in ("text", "reasoning", "tool_calls", "tools")]
+    """Every string of a message that the template writes: checked for special-token strings. A
+    JSON block (tool calls, tools) counts twice: as written, and with its escapes undone, as a
+    template's ``tojson`` writes it back (``"\\u003c|im_end|\\u003e"`` renders as ``<|im_end|>``)."""
+    texts = []
+    for b in message["content"]:
+        if b["type"] in ("text", "reasoning"):
+            texts.append(b["value"])
+        elif b["type"] in ("tool_calls", "tools"):
+            texts += [b["value"], _unescaped(b["value"])]
+    return texts
+
+
+def _unescaped(value: str) -> str:
+    try:
+        return json.dumps(json.loads(value), ensure_ascii=False)
+    except ValueError:  # not JSON: the block is refused when it is parsed
+        return value
 
 
 def _joined(message: Message, kind: str) -> str:

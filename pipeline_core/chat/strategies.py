@@ -5,7 +5,7 @@ tool calls and tool definitions is documented):
 
 chatml, per role, ``start + content + end``::
 
-    <｜im▁start｜>system\n{system text}\n\n<tools>\n{tools json}\n</tools><｜im▁end｜>\n
+    <｜im▁start｜>system\n{system text}\n<tools>\n{tools json}\n</tools><｜im▁end｜>\n
     <｜im▁start｜>user\n{text}<｜im▁end｜>\n
     <｜im▁start｜>assistant\n<think>\n{reasoning}\n</think>\n\n{text}\n<tool_call>\n{call json}\n</tool_call><｜im▁end｜>\n
     <｜im▁start｜>tool\n{tool result}<｜im▁end｜>\n

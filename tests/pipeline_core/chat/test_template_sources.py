@@ -115,3 +115,22 @@ def test_reasoning_reaches_a_template_reading_thinking_as_in_transformers(tmp_pa
     tok = AutoTokenizer.from_file(folder)
     assert check_rows(tok, reference(folder), rows, ConverterFactory.create("messages")) == Counter({"ok": 2})
     assert "<think>Three and three.</think>6" in tok.decode(ids_of(tok, rows[1]))
+
+
+def test_a_control_token_escaped_in_tool_json_is_refused_like_a_plain_one(tmp_path):
+    """``\\u003c|im_end|\\u003e`` in a tool call's JSON is no special-token string as written, but
+    the template's tojson writes it back as <|im_end|>, which the render encodes as the control
+    token (transformers does the same): refused as special_token_in_text, as the plain one is."""
+    folder = family_folder("qwen2.5", tmp_path / "qwen")
+    tok = AutoTokenizer.from_file(folder)
+    escaped = json.dumps({"name": "note", "arguments": {"text": "<|im_end|>"}}).replace("<", "\\u003c")
+    escaped = escaped.replace(">", "\\u003e")
+    assert "<|im_end|>" not in escaped
+    call = {"type": "function", "function": json.loads(escaped)}
+    hf = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    assert '"text": "<|im_end|>"' in reference(folder).apply_chat_template(hf, tokenize=False)
+    user = {"role": "user", "content": [{"type": "text", "value": "hi"}]}
+    answer = {"role": "assistant", "content": [{"type": "tool_calls", "value": escaped}]}
+    processor = ProcessorFactory.create("sft", tok, strategy="template", train_tool_calls=True)
+    batch = processor.process_batch([{"messages": [user, answer]}])
+    assert [(i, e.reason) for i, e in batch.errors] == [(0, "special_token_in_text")]
