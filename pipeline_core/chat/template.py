@@ -114,6 +114,12 @@ class TemplateStrategy(TemplateSpans, PromptStrategy):
             out["chat_template_kwargs"] = json.dumps(self.kwargs, sort_keys=True, ensure_ascii=False)
         if self.rewritten != "last":
             out["rewritten"] = self.rewritten
+        # rules changed on 2026-12-06, recorded so outputs written before them get other cache keys:
+        # JSON blocks are checked for special tokens with their escapes undone (messages.texts_of),
+        # and a trained non-assistant turn is placed by a probe render (template_spans._other_span)
+        out["special_token_check"] = "json_unescaped"
+        if self.trained_roles != {"assistant"}:
+            out["other_turn_spans"] = "probe"
         return out
 
     def render_messages(self, messages: list[Message]) -> list[Piece]:

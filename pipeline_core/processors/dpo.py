@@ -47,7 +47,9 @@ class DPOProcessor(Processor):
         self.sample_keys = ("media",) if media == "keep" else ()
 
     def describe(self) -> dict:
-        return {**super().describe(), **self.reader.describe()}
+        # "shared_prompt": pairs whose sides differ before their answer are refused (since
+        # 2026-12-06): outputs written before, which may hold such pairs, get other cache keys
+        return {**super().describe(), **self.reader.describe(), "shared_prompt": "checked"}
 
     def _extract(self, row: dict) -> tuple[Rendered, Rendered]:
         chosen, rejected = self.reader.pair(row, self.normalizer)

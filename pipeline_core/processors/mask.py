@@ -55,8 +55,15 @@ class MaskControls:
     def default(self) -> bool:
         return not self.train_on_prompt and self.train_on_eos == "turn"
 
-    def describe(self) -> dict:
-        return {"train_on_prompt": self.train_on_prompt, "train_on_eos": self.train_on_eos}
+    def describe(self, end_ids=()) -> dict:
+        """The controls, and what they act on: the end-of-turn ids left out, the prompt's weight
+        (both recorded since 2026-12-06, when they changed: outputs written before get other keys)."""
+        out = {"train_on_prompt": self.train_on_prompt, "train_on_eos": self.train_on_eos}
+        if self.train_on_prompt:
+            out["prompt_weight"] = self.prompt_weight
+        if self.train_on_eos != "turn":
+            out["end_of_turn_ids"] = sorted(int(i) for i in end_ids)
+        return out
 
     def row_weights(self, ids: np.ndarray, weight: np.ndarray, ends: EndTokens) -> np.ndarray:
         """One sample's weights under these controls (``ids``/``weight`` aligned)."""

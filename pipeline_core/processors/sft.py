@@ -62,7 +62,8 @@ class SFTProcessor(Processor):
         self.sample_keys = ("media",) if media == "keep" else ()
 
     def describe(self) -> dict:
-        controls = {} if self.controls.default else self.controls.describe()  # older outputs' keys unchanged
+        ends = self._ends.special if self._ends is not None else ()
+        controls = {} if self.controls.default else self.controls.describe(ends)  # older outputs' keys unchanged
         return {**super().describe(), **self.reader.describe(), **controls}
 
     def _conversation(self, row: dict) -> Conversation:

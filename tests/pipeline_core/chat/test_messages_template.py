@@ -282,4 +282,5 @@ def test_template_describes_its_source(tok):
     processor = template_processor("sft", tok, CHATML_GENERATION)
     described = processor.describe()
     assert described["strategy"] == "template"
-    assert described["strategy_tokens"] == {"chat_template": CHATML_GENERATION, "mask": "generation"}
+    tokens = {"chat_template": CHATML_GENERATION, "mask": "generation", "special_token_check": "json_unescaped"}
+    assert described["strategy_tokens"] == tokens
