@@ -6,10 +6,12 @@
 Unpacked items (one sample each, different lengths) are right-padded to the batch's longest:
 ``input_ids`` (the stored ``sequence``) with ``pad_id``, ``labels`` with -100 (ignored by
 ``F.cross_entropy`` and HF/TRL losses), masks with False, anything else with 0; ``attention_mask``
-is 1 on real tokens. Packed items (rows of ``pack_size``) are stacked as they are; their
-``attention_mask`` is 1 up to the pack's last document end, ``position_ids`` stay a [B, pack_size]
-tensor and ``cu_seqlens`` (one tensor per pack, of its own length) a list of B tensors. Other
-token keys (DPO's ``chosen``/``rejected``) are padded the same way with ``{key}_attention_mask``.
+is 1 on real tokens. Packed items (rows of ``pack_size``) are stacked as they are, with no
+``attention_mask``: given one, transformers' models attend across the documents of a pack, and
+without one they find the documents from ``position_ids`` (0 at every document start), which
+stay a [B, pack_size] tensor; ``cu_seqlens`` (one tensor per pack, of its own length) is a list
+of B tensors. Other token keys (DPO's ``chosen``/``rejected``) are padded the same way with
+``{key}_attention_mask``.
 """
 
 from __future__ import annotations
@@ -39,14 +41,11 @@ class H5Collate:
         return self._unpacked(items)
 
     def _packed(self, items: Sequence[dict]) -> dict:
+        """Stacked rows and the list of cu_seqlens; no attention_mask (see the module doc)."""
         batch: dict = {CU_SEQLENS: [it[CU_SEQLENS] for it in items]}
         for key in items[0]:
             if key != CU_SEQLENS:
                 batch[RENAMED.get(key, key)] = torch.stack([it[key] for it in items])
-        if "input_ids" in batch:
-            width = batch["input_ids"].shape[1]
-            used = torch.tensor([int(cu[-1]) if len(cu) else 0 for cu in batch[CU_SEQLENS]])
-            batch["attention_mask"] = (torch.arange(width)[None, :] < used[:, None]).long()
         return batch
 
     def _unpacked(self, items: Sequence[dict]) -> dict:
@@ -69,6 +68,11 @@ class H5Collate:
         if sample.dtype == torch.bool:
             return False
         return self.pad_id if is_token_key(key, sample) else 0
+
+
+def document_starts(cu_seqlens: torch.Tensor) -> torch.Tensor:
+    """The positions where a pack's documents start (``cu_seqlens[:-1]``)."""
+    return cu_seqlens[:-1].long()
 
 
 def is_token_key(key: str, sample: torch.Tensor) -> bool:

@@ -10,7 +10,9 @@ Integer keys come back int64 (``LongTensor``, what embeddings and ``F.cross_entr
 the stored width (int32, uint16...), except ``cu_seqlens``, which stays int32 as flash-attention's
 varlen kernels take it. ``labels=True`` adds ``labels``: the ids with -100 wherever ``loss_mask`` is
 False (HF/TRL's convention), computed on read, the files unchanged (and ``{key}_labels`` from
-``{key}_mask`` for other token keys, e.g. DPO's ``chosen``). Batch items with ``h5_collate``
+``{key}_mask`` for other token keys, e.g. DPO's ``chosen``); in a packed row the label at every
+document start is -100 too, as transformers' ``DataCollatorWithFlattening`` makes it: a causal
+loss would predict it from the previous document's last token, across documents. Batch items with ``h5_collate``
 (``collate``), which pads unpacked samples and keeps packed rows' boundaries.
 
 h5py handles do not survive ``fork``: files are opened on first access in each process (the
@@ -35,7 +37,7 @@ from torch.utils.data import Dataset
 
 from pipeline_core.formats.h5 import OFFSETS_SUFFIX, decode_attr, reader_keys, refuse_links, require_complete
 from pipeline_core.formats.positions import POSITION_IDS, pack_rows, read_position_ids
-from pipeline_core.loader.collate import IGNORE_INDEX, H5Collate
+from pipeline_core.loader.collate import CU_SEQLENS, IGNORE_INDEX, H5Collate, document_starts
 from pipeline_core.loader.downloads import local_files
 
 LABEL_SOURCES = (("sequence", "loss_mask", "labels"),)
@@ -86,6 +88,8 @@ class H5Dataset(Dataset):
             item = {k: _widened(k, torch.from_numpy(_read(handle, k, local, k in self.ragged))) for k in self.keys}
         for ids, mask, name in self.label_keys:
             item[name] = torch.where(item[mask], item[ids], IGNORE_INDEX)
+            if CU_SEQLENS in item:
+                item[name][document_starts(item[CU_SEQLENS])] = IGNORE_INDEX
         return item
 
     @property

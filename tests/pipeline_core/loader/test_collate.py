@@ -45,6 +45,18 @@ def sft(trained, llamafactory, tmp_path_factory):
     return root, outputs, processor.process_batch(rows).samples
 
 
+def flattened_labels(ids: torch.Tensor, mask, cu: torch.Tensor) -> torch.Tensor:
+    """The pack's labels as transformers' DataCollatorWithFlattening makes them from its documents
+    (-100 where not trained and at every document start), then -100 on the pads after them."""
+    from transformers import DataCollatorWithFlattening
+
+    bounds = cu.tolist()
+    labels = torch.where(torch.as_tensor(mask), ids, -100)
+    documents = [{"input_ids": ids[s:e].tolist(), "labels": labels[s:e].tolist()} for s, e in zip(bounds, bounds[1:])]
+    flat = DataCollatorWithFlattening(return_tensors="pt")(documents)["labels"][0]
+    return torch.cat([flat, torch.full((len(ids) - bounds[-1],), -100)])
+
+
 def logits_for(batch, vocab: int) -> torch.Tensor:
     return torch.randn(*batch["input_ids"].shape, vocab)
 
@@ -89,9 +101,8 @@ def test_packed_batches_keep_boundaries_per_item(sft, trained, packing):
             key = tuple(ids[row].tolist())
             seen[key] += 1
             assert cu.dtype == torch.int32 and torch.equal(cu, torch.as_tensor(cus[key]))
-            assert batch["attention_mask"][row].sum() == int(cu[-1])
-            want = torch.where(torch.as_tensor(masks[key]), ids[row], -100)
-            assert torch.equal(labels[row], want)
+            assert torch.equal(labels[row], flattened_labels(ids[row], masks[key], cu))
+        assert "attention_mask" not in batch  # given one, HF models attend across a pack's documents
         vocab = trained.vocab_size
         assert torch.isfinite(F.cross_entropy(logits_for(batch, vocab).view(-1, vocab), labels.view(-1)))
     assert seen == Counter(rows)  # every pack exactly once per epoch
@@ -160,3 +171,36 @@ def test_unpacked_collate_is_undone_by_its_attention_mask(samples, pad_id):
         assert torch.equal(batch["labels"][row, :n], item["labels"])
         assert (batch["input_ids"][row, n:] == pad_id).all() and (batch["labels"][row, n:] == -100).all()
         assert not batch["loss_mask"][row, n:].any()
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_a_packed_batch_computes_each_document_as_if_alone_in_a_hf_model(sft, trained, attention):
+    """h5_collate's packed batch, given as is to a (tiny, random) transformers Llama: every
+    document's logits equal those of the document run alone. With the 2-D attention_mask the
+    collate gave before, documents attended to the ones before them in their pack."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    root, _, _ = sft
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=trained.vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=1024,
+        attn_implementation=attention,
+    )
+    model = LlamaForCausalLM(config).eval()
+    dataset = H5Dataset(root / "bfd", labels=True)
+    several = [item for item in (dataset[i] for i in range(len(dataset))) if len(item["cu_seqlens"]) > 2]
+    batch = h5_collate(several[:2])  # two packs of several documents each
+    model_inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids")}
+    with torch.no_grad():
+        packed = model(**model_inputs, use_cache=False).logits
+        for row, cu in enumerate(batch["cu_seqlens"]):
+            bounds = cu.tolist()
+            for start, end in zip(bounds, bounds[1:]):
+                alone = model(input_ids=batch["input_ids"][row : row + 1, start:end], use_cache=False).logits[0]
+                assert torch.allclose(packed[row, start:end], alone, atol=1e-5)
