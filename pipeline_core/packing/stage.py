@@ -21,6 +21,7 @@ from pipeline_core.packing.bfd import BfdPacker
 from pipeline_core.packing.concat import DocumentConcatPacker
 from pipeline_core.packing.packs import Packs, PackStats
 from pipeline_core.processors.base import ProcessedBatch
+from pipeline_core.processors.conversation import first_true
 from pipeline_core.processors.length import truncate
 from pipeline_core.processors.turns import named
 
@@ -90,11 +91,18 @@ def fit_batch(
     total = lengths.sum(axis=1)
     too_long = (total > pack_size) if whole_samples else np.zeros(batch.n_samples, dtype=bool)
     cut = too_long & (overflow == "truncate") & (lengths.shape[1] == 1)
+    # cut to pack_size, a sample whose prompt fills it would keep no trained token
+    prompts = _prompt_lengths(batch, layout) if cut.any() else np.zeros(batch.n_samples, dtype=np.int64)
+    untrained = cut & (prompts >= pack_size)
+    cut &= ~untrained
     drop = (lengths.min(axis=1, initial=1) == 0) | (too_long & ~cut)
     if not drop.any() and not cut.any():
         return batch, 0
     samples = {k: _cut(v, pack_size) if k in layout.aligned and cut.any() else v for k, v in batch.samples.items()}
-    errors = [(int(batch.rows[i]), named(_why(lengths[i], pack_size), batch.turns, i)) for i in np.flatnonzero(drop)]
+    errors = []
+    for i in np.flatnonzero(drop):
+        why = _why(lengths[i], pack_size, int(prompts[i]) if untrained[i] else None)
+        errors.append((int(batch.rows[i]), named(why, batch.turns, i)))
     kept = ~drop
     fitted = ProcessedBatch(
         {k: v.keep(kept) for k, v in samples.items()},
@@ -110,7 +118,20 @@ def _cut(ragged: Ragged, pack_size: int) -> Ragged:
     return truncate(ragged, np.full(len(ragged), pack_size))
 
 
-def _why(lengths: np.ndarray, pack_size: int) -> RowError:
+def _prompt_lengths(batch: ProcessedBatch, layout: KeyLayout) -> np.ndarray:
+    """Per sample, the tokens before its first trained one (0 without a mask: everything trains)."""
+    [keys] = layout.groups.values() if len(layout.groups) == 1 else [()]
+    masks = [k for k in keys if k in batch.samples and batch.samples[k].values.dtype == np.bool_]
+    return first_true(batch.samples[masks[0]]) if masks else np.zeros(batch.n_samples, dtype=np.int64)
+
+
+def _why(lengths: np.ndarray, pack_size: int, prompt: int | None = None) -> RowError:
+    if prompt is not None:
+        return RowError(
+            "prompt_too_long",
+            f"the prompt alone has {prompt} tokens >= pack_size {pack_size}, so cut to pack_size (overflow="
+            "'truncate') the sample would keep no trained token; raise pack_size or set max_length",
+        )
     if lengths.min() == 0:
         return RowError("empty_sample", "the sample has no tokens, so there is nothing to pack")
     if lengths.size > 1:

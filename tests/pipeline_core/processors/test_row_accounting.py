@@ -229,3 +229,25 @@ def test_verify_wants_a_quarantine_line_per_dropped_turn(qwen3, tmp_path):
     assert (read_attrs(out)["rows_skipped"], read_attrs(out)["samples_dropped"]) == (0, 1)
     Path(out[: -len(".h5")] + ".errors.jsonl").unlink()  # as if killed between the two publishes
     assert h5_problems(out) == ["0 rows skipped and 1 samples dropped but 0 in in.errors.jsonl (a partial publish)"]
+
+
+def test_bfd_truncate_drops_a_sample_whose_prompt_fills_the_pack(gpt2, tmp_path):
+    """overflow='truncate' cuts a sample to pack_size; one whose prompt alone fills the pack would
+    keep no trained token (a pack of -100 labels) and is skipped as prompt_too_long instead, as
+    max_length's truncation does. Which rows those are is counted from the tokenizer's own ids."""
+    pack_size = 24
+    rows = [{"query": "word " * n, "response": "answer " * 10} for n in (2, 10, 30, 60)]
+    processor = ProcessorFactory.create_with_strategy_name(
+        "sft", gpt2, "alpaca", processor_kwargs={"overflow": "truncate"}
+    )
+    prompts = [len(processor.strategy.assemble_prompt(gpt2.encode(r["query"]))) for r in rows]
+    expected = [line for line, n in enumerate(prompts, 1) if n >= pack_size]
+    assert expected and len(expected) < len(rows)
+    path = write_lines(tmp_path / "in.jsonl", rows)
+    stats = cache_file(
+        str(path), str(tmp_path / "out"), processor, CacheOptions(pack_size=pack_size, pad_value=0, packing="bfd")
+    )
+    assert [(e["line"], e["reason"]) for e in errors_of(stats.output_url)] == [(n, "prompt_too_long") for n in expected]
+    packed = h5py.File(stats.output_url)
+    assert all(mask.any() for mask in packed["loss_mask"][...])  # every pack trains something
+    assert stats.rows_written == len(rows) - len(expected) and h5_problems(stats.output_url) == []

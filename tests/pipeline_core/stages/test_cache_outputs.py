@@ -133,11 +133,14 @@ def test_bfd_truncates_over_long_samples_when_the_processor_truncates(trained, l
     options = CacheOptions(pack_size=128, pad_value=trained.pad_token_id, packing="bfd")
     stats = cache_file(str(write_jsonl(tmp_path / "a.jsonl", rows)), str(tmp_path / "o"), processor, options)
     expected = processor.process_batch(rows).samples
-    too_long = sum(len(expected["sequence"][i]) > 128 for i in range(len(rows)))
-    assert too_long > 0 and stats.pack_truncated == too_long and stats.samples_written == len(rows)
+    # a sample whose prompt fills the pack would train nothing cut to it: skipped (prompt_too_long)
+    untrained = {i for i in range(len(rows)) if not expected["loss_mask"][i][:128].any()}
+    too_long = sum(len(expected["sequence"][i]) > 128 for i in range(len(rows)) if i not in untrained)
+    assert too_long > 0 and stats.pack_truncated == too_long
+    assert stats.samples_written == len(rows) - len(untrained) and stats.skipped == {"prompt_too_long": len(untrained)}
     packed = read_packed(stats.output_url)
     check_boundaries(packed, pad=trained.pad_token_id)
-    want = Counter(tuple(expected["sequence"][i][:128]) for i in range(len(rows)))
+    want = Counter(tuple(expected["sequence"][i][:128]) for i in range(len(rows)) if i not in untrained)
     got = Counter(tuple(d["sequence"]) for p in range(stats.packs) for d in pack_documents(packed, p))
     assert got == want
     assert read_attrs(stats.output_url)["pack_truncated"] == too_long
