@@ -63,6 +63,9 @@ class Processor(ABC):
     groups: ClassVar[dict[str, tuple[str, ...]]]
     deferred_keys: ClassVar[tuple[str, ...]] = ()  # aligned keys kept only when informative
     sample_keys: tuple[str, ...] = ()  # one value per sample, e.g. media references
+    # several groups are the parts of one sample that share a pack (a DPO pair); else groups are
+    # tokenized apart (pt's text_keys) and cannot be packed into one sequence
+    paired: ClassVar[bool] = False
     # process_batch may run on two batches at once in threads (the cache stage then encodes ahead):
     # only for a processor that keeps no state between batches. Not inherited (__init_subclass__):
     # a subclass that adds state of its own must not run concurrently because its base could.

@@ -30,6 +30,7 @@ SIDES = ("chosen", "rejected")
 class DPOProcessor(Processor):
     groups = {side: (side, f"{side}_mask", f"{side}_weight") for side in SIDES}
     deferred_keys = ("chosen_weight", "rejected_weight")
+    paired = True
     default_strategy = "chatml"
 
     def __init__(

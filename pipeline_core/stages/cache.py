@@ -72,6 +72,12 @@ def make_packer(processor: Processor, options: CacheOptions, layout: KeyLayout |
         return None
     pad = resolve_pad_value(processor, options.pack_size, options.pad_value)
     layout = layout or KeyLayout.of(processor)
+    if len(layout.groups) > 1 and not processor.paired:
+        raise ConfigError(
+            f"the {processor.type} processor tokenizes {', '.join(layout.groups)} apart, one dataset each; "
+            "packed, they would be mixed into one sequence with nothing saying which document is which: "
+            "use pack_size=0, or cache each field in a run of its own"
+        )
     return make_pack_stage(layout, options.packing, options.pack_size, pad, options.bfd_window)
 
 

@@ -189,3 +189,15 @@ def test_merge_keeps_mindspeed_names(trained, alpaca, tmp_path):
     merged = merge_output(str(out), str(tmp_path / "m" / "alpaca"))
     assert set(merged) == {"packed_input_ids", "packed_attention_mask", "packed_labels"}
     assert len(mindspeed_read(str(tmp_path / "m" / "alpaca"))) == 60  # MindSpeed's --data-path: the prefix
+
+
+@pytest.mark.parametrize("packing", ["concat", "bfd"])
+def test_several_json_keys_are_never_packed_into_one_sequence(gpt2, tmp_path, packing):
+    """Each key is its own dataset; bfd packed them as one sequence (a text and its title as
+    neighbouring documents, nothing saying which is which), so packing is refused for both packers."""
+    processor = ProcessorFactory.create("pt", gpt2, text_keys=["text", "title"])
+    path = write_jsonl(tmp_path / "c.jsonl", [{"title": "T", "text": "Body."}])
+    options = CacheOptions(pack_size=64, pad_value=0, packing=packing)
+    with pytest.raises(ConfigError, match="pack_size=0"):
+        cache_file(path, str(tmp_path / "o"), processor, options)
+    assert not (tmp_path / "o" / "c.h5").exists()
