@@ -129,7 +129,7 @@ def read_dataset_info(url: str, storage_options: dict | None = None) -> list[Dat
 def load_dataset_info(url: str, storage_options: dict | None = None, dataset_dir: str | None = None) -> DatasetInfo:
     """The dataset_info at ``url`` (JSON or YAML by its text), its entries left unparsed."""
     fs, path = url_to_fs(url, storage_options)
-    with fs.open(path, "rt", encoding="utf-8") as f:
+    with fs.open(path, "rt", encoding="utf-8-sig") as f:  # a byte order mark (Windows editors) is dropped
         text = f.read()
     is_json = not path.lower().endswith(YAML_SUFFIXES) and text.lstrip().startswith("{")
     try:

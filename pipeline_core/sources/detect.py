@@ -16,6 +16,7 @@ a hub id, or a dataset_info file.
 
 from __future__ import annotations
 
+import codecs
 import glob
 import json
 import os
@@ -84,7 +85,9 @@ def is_dataset_info(path: str, fs=None) -> bool:
 
 
 def looks_like_dataset_info(data: bytes) -> bool:
-    """One JSON object whose values are all objects, at least one naming a dataset_info location."""
+    """One JSON object whose values are all objects, at least one naming a dataset_info location
+    (a UTF-8 byte order mark before it, as Windows editors write, is no part of the text)."""
+    data = data.removeprefix(codecs.BOM_UTF8)
     if not data.lstrip().startswith(b"{"):
         return False
     try:

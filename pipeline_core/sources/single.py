@@ -11,6 +11,7 @@ as something else.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from itertools import islice
 
@@ -67,7 +68,7 @@ class DatasetSource(RowsFromRecords):
         """Rows at ``indices`` (sized only), in that order."""
         for lo in range(0, len(indices), ROW_BATCH):
             batch = indices[lo : lo + ROW_BATCH].tolist()
-            rows = self._rows(self._arrow[batch]) if self._arrow is not None else [self.data[i] for i in batch]
+            rows = self._rows(self._arrow[batch]) if self._arrow is not None else own([self.data[i] for i in batch])
             yield from (Record(self.name, i, row) for i, row in zip(batch, rows))
 
     def summary(self) -> dict[str, DatasetCounts]:
@@ -76,7 +77,7 @@ class DatasetSource(RowsFromRecords):
     def _sized_records(self, start: int, stop: int) -> Iterator[Record]:
         for lo in range(start, stop, ROW_BATCH):
             hi = min(stop, lo + ROW_BATCH)
-            rows = self._rows(self._arrow[lo:hi]) if self._arrow is not None else self.data[lo:hi]
+            rows = self._rows(self._arrow[lo:hi]) if self._arrow is not None else own(self.data[lo:hi])
             yield from (Record(self.name, i, row) for i, row in enumerate(rows, lo))
 
     def _check_features(self) -> None:
@@ -94,6 +95,12 @@ class DatasetSource(RowsFromRecords):
             columns[name] = self.data.features.decode_column(columns[name], name)
         names = list(columns)
         return [dict(zip(names, values)) for values in zip(*columns.values())]
+
+
+def own(rows: list) -> list:
+    """Copies of a list source's rows: the caller's dicts, which a process_func editing its row in
+    place would change (a second export of the same list then gave other lines)."""
+    return copy.deepcopy(rows)
 
 
 # Arrow types whose Python values (bytes, Decimal, timedelta) have no JSON form.

@@ -127,7 +127,8 @@ def export_source(
     """Export every chunk of ``source``; per-chunk stats and per-dataset counts.
 
     ``storage_options`` serve the output and the source; ``source_options`` are ``SourceOptions``
-    fields (split, streaming, seed, converter, name, subset, datasets, total).
+    fields (split, streaming, seed, converter, name, subset, datasets, total). The export replaces
+    the folder's set: chunks of ``prefix`` an earlier, larger export left are removed at the end.
     """
     opts = ExportOptions(prefix, chunk_size, process_func, storage_options, on_error, tag_source)
     src = open_source(source, storage_options=storage_options, **source_options)
@@ -137,6 +138,7 @@ def export_source(
         chunks = list(_export_stream(src, str(output_dir), opts))
     else:
         chunks = [_export_sized(src, i, str(output_dir), opts) for i in range(chunk_count(src.num_rows, chunk_size))]
+    remove_stale_chunks(str(output_dir), prefix, [c.output_url for c in chunks], storage_options)
     return ExportResult(src.name, chunks, _dataset_counts(src, chunks))
 
 

@@ -104,6 +104,21 @@ def test_shipped_v0_dataset_info_json(llamafactory, tmp_path):
         open_source(info, datasets=["nope"])
 
 
+@pytest.mark.parametrize("forced", [None, True])
+def test_a_dataset_info_saved_with_a_byte_order_mark_reads_as_without(llamafactory, tmp_path, forced):
+    """Windows editors save UTF-8 with a BOM: found by the sniff it was exported as one data row;
+    forced, it was read as YAML, losing the v0 alpaca default (91 raw rows, unconverted)."""
+    import shutil
+
+    shutil.copy(llamafactory / "identity.json", tmp_path / "identity.json")
+    entry = json.dumps({"identity": {"file_name": "identity.json"}})
+    (tmp_path / "dataset_info.json").write_text(entry, encoding="utf-8-sig")
+    assert (tmp_path / "dataset_info.json").read_bytes().startswith(b"\xef\xbb\xbf")
+    plain = export_source(llamafactory / "dataset_info.json", tmp_path / "plain", datasets=["identity"])
+    bom = export_source(tmp_path / "dataset_info.json", tmp_path / "bom", dataset_info=forced)
+    assert read_jsonl(bom.urls[0]) == read_jsonl(plain.urls[0]) and len(read_jsonl(bom.urls[0])) == 91
+
+
 # --- parsing ------------------------------------------------------------------------------------
 
 

@@ -25,6 +25,28 @@ def test_chunks_of_a_dataset(tmp_path):
     assert fetch_files(str(tmp_path), ".jsonl") == urls
 
 
+def test_a_smaller_re_export_removes_the_chunks_the_larger_one_left(tmp_path):
+    """In process too (the flow did it already): a later cache of the folder would read them."""
+    rows = [{"text": f"row {i}"} for i in range(25)] + [{"text": float("nan")}]
+    assert len(export_dataset(rows, tmp_path, chunk_size=10)) == 3
+    assert (tmp_path / "train_chunk_2.errors.jsonl").exists()  # the nan row's quarantine line
+    urls = export_dataset(rows[:15], tmp_path, chunk_size=10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train_chunk_0.jsonl", "train_chunk_1.jsonl"]
+    assert [r["text"] for u in urls for r in read_lines(u)] == [f"row {i}" for i in range(15)]
+
+
+def test_a_process_func_editing_its_row_leaves_the_callers_list_as_it_was(tmp_path):
+    rows = [{"text": "a"}, {"text": "b"}]
+
+    def shout(row):
+        row["text"] += "!"
+        return row
+
+    first = read_lines(export_dataset(rows, tmp_path / "1", process_func=shout)[0])
+    second = read_lines(export_dataset(rows, tmp_path / "2", process_func=shout)[0])
+    assert first == second == [{"text": "a!"}, {"text": "b!"}] and rows == [{"text": "a"}, {"text": "b"}]
+
+
 def test_one_to_many_process_func(tmp_path):
     ds = Dataset.from_dict({"text": ["a b", "c", "d e f"]})
     urls = export_dataset(
