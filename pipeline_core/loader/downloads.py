@@ -8,6 +8,7 @@ it is the same file: the manifest's sha256, else the ETag (never the size alone)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import uuid
@@ -54,21 +55,25 @@ def _cache_root(cache_dir: str | None) -> str:
     return str(cache_dir or os.environ.get("H5PIPE_CACHE") or records.cache_dir() or records.default_cache_dir())
 
 
-def _download(fs, remote: str, folder: str, identity: str) -> str:
+def _download(fs, remote: str, folder: str, identity: str | None) -> str:
     """The local copy of ``remote``, fetched again unless the copy was made from the same file:
     ``identity`` (the manifest's sha256, else the store's stamp: ETag and size) is recorded beside
     it. Size alone is never enough: HDF5 sizes fall on a few values."""
     os.makedirs(folder, exist_ok=True)
     local = os.path.join(folder, remote.rsplit("/", 1)[-1])
     marker = os.path.join(folder, f".{os.path.basename(local)}.source")
-    if os.path.exists(local) and _read_marker(marker) == identity:
+    if identity is not None and os.path.exists(local) and _read_marker(marker) == identity:
         return local
     tmp = f"{local}.part-{uuid.uuid4().hex[:8]}"
     try:
         fs.get_file(remote, tmp)
         os.replace(tmp, local)
-        with open(marker, "w", encoding="utf-8") as f:
-            f.write(identity)
+        if identity is None:  # nothing names this content: the copy is never reused
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(marker)
+        else:
+            with open(marker, "w", encoding="utf-8") as f:
+                f.write(identity)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -83,14 +88,16 @@ def _read_marker(path: str) -> str | None:
         return None
 
 
-def _identities(folder: str | None, urls: list[str], storage_options: dict | None) -> dict[str, str]:
+def _identities(folder: str | None, urls: list[str], storage_options: dict | None) -> dict[str, str | None]:
     """What names each remote file's content: ``sha256:`` from the folder's manifest when it lists
-    the file, else the store's stamp (ETag and size; one listing per folder)."""
+    the file, else the store's stamp (ETag and size; one listing per folder), else None (a store
+    that gives neither, e.g. some HTTP servers: the file is fetched every time)."""
     manifest = load_manifest(folder, storage_options) if folder else None
     listed = manifest.entries if manifest else {}
     infos = file_infos([u for u in urls if u.rsplit("/", 1)[-1] not in listed], storage_options)
-    found = {}
+    found: dict[str, str | None] = {}
     for u in urls:
         entry = listed.get(u.rsplit("/", 1)[-1])
-        found[u] = f"sha256:{entry.sha256}:{entry.size}" if entry else f"stamp:{stamp_of(infos.get(u) or {})}"
+        stamp = None if entry else stamp_of(infos.get(u) or {})
+        found[u] = f"sha256:{entry.sha256}:{entry.size}" if entry else (f"stamp:{stamp}" if stamp else None)
     return found
