@@ -12,7 +12,7 @@ T = TypeVar("T")
 
 
 def override(defaults: T, mapping: Mapping[str, str] | None, what: str) -> T:
-    """Return ``defaults`` with the names in mapping replaced; unknown keys are a ConfigError."""
+    """Return ``defaults`` with the names in mapping replaced (None: off); unknown keys are a ConfigError."""
     if not mapping:
         return defaults
     if not isinstance(mapping, Mapping):
@@ -25,7 +25,8 @@ def override(defaults: T, mapping: Mapping[str, str] | None, what: str) -> T:
     return replace(defaults, **mapping)
 
 
-def _check_values(mapping: Mapping[str, str], what: str) -> None:
+def _check_values(mapping: Mapping[str, str | None], what: str) -> None:
+    """Names are non-empty strings; None turns a column or tag off (nothing is read for it)."""
     for key, value in mapping.items():
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{what}[{key!r}] must be a non-empty string, got {value!r}")
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigError(f"{what}[{key!r}] must be a non-empty string or null (off), got {value!r}")

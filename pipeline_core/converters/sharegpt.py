@@ -55,13 +55,15 @@ class ShareGPTTags:
     observation_tag: str = "observation"
 
     def roles(self) -> dict[str, Role]:
-        return {
+        """Role of each tag; a tag set to None (off, see converters/dataset_info.py) matches no turn."""
+        roles = {
             self.user_tag: "user",
             self.assistant_tag: "assistant",
             self.system_tag: "system",
             self.function_tag: "assistant",
             self.observation_tag: "tool",
         }
+        return {tag: role for tag, role in roles.items() if tag is not None}
 
 
 def sharegpt_turn(turn: Any, tags: ShareGPTTags, field: str) -> Message:

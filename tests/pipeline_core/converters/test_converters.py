@@ -211,10 +211,14 @@ def test_a_taken_name_cannot_be_registered_again(scratch_registry):
 # --- dataset_info selection -------------------------------------------------------------------
 
 
+OFF = {"system": None, "tools": None, "images": None, "videos": None, "audios": None}  # v0: read only when mapped
+
+
 @pytest.mark.parametrize(
     ("entry", "spec"),
     [
-        ({"file_name": "a.json"}, ("alpaca", {})),
+        # v0: what LLaMA-Factory's parser reads; every other column off (None)
+        ({"file_name": "a.json"}, ("alpaca", {"columns": {"history": None, **OFF}})),
         ({"converter": "openai"}, ("openai", {})),
         (
             {"converter": "sharegpt", "tags": {"role_tag": "r"}},
@@ -223,12 +227,15 @@ def test_a_taken_name_cannot_be_registered_again(scratch_registry):
         ({"columns": {"prompt": "text"}}, ("text", {"column": "text"})),
         (
             {"columns": {"prompt": "q", "response": "a"}},
-            ("alpaca", {"columns": {"prompt": "q", "response": "a"}}),
+            ("alpaca", {"columns": {"prompt": "q", "query": None, "response": "a", "history": None, **OFF}}),
         ),
-        ({"formatting": "sharegpt"}, ("sharegpt", {})),
+        ({"formatting": "sharegpt"}, ("sharegpt", {"columns": OFF})),
         (
             {"ranking": True, "columns": {"prompt": "q", "chosen": "c", "rejected": "r"}},
-            ("pair", {"columns": {"prompt": "q", "chosen": "c", "rejected": "r"}}),
+            (
+                "pair",
+                {"columns": {"prompt": "q", "query": None, "history": None, "chosen": "c", "rejected": "r", **OFF}},
+            ),
         ),
     ],
 )

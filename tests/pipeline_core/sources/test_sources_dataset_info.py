@@ -119,6 +119,55 @@ def test_a_dataset_info_saved_with_a_byte_order_mark_reads_as_without(llamafacto
     assert read_jsonl(bom.urls[0]) == read_jsonl(plain.urls[0]) and len(read_jsonl(bom.urls[0])) == 91
 
 
+def test_v0_entries_read_only_the_columns_llamafactory_reads(tmp_path):
+    """LLaMA-Factory's v0 parser reads system, history and tools only when ``columns`` maps them,
+    and a ``columns`` (``tags``) object turns off every column (tag) it does not name; h5pipe read
+    such unmapped columns of the data with its own defaults. Expected turns written by hand."""
+    alpaca = [{"instruction": "Q1", "input": "ctx", "output": "A1", "system": "S", "history": [["old q", "old a"]]}]
+    sharegpt = [{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}], "system": "S"}]
+    roles = [
+        {
+            "messages": [
+                {"role": "system", "content": "S"},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "yo"},
+            ]
+        }
+    ]
+    for name, rows in (("a", alpaca), ("s", sharegpt), ("r", roles)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(rows))
+    tags = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}
+    info = {
+        "plain": {"file_name": "a.json"},
+        "named": {"file_name": "a.json", "columns": {"prompt": "instruction", "response": "output"}},
+        "mapped": {
+            "file_name": "a.json",
+            "columns": {
+                "prompt": "instruction",
+                "query": "input",
+                "response": "output",
+                "system": "system",
+                "history": "history",
+            },
+        },
+        "sharegpt": {"file_name": "s.json", "formatting": "sharegpt"},
+        "tags": {"file_name": "r.json", "formatting": "sharegpt", "columns": {"messages": "messages"}, "tags": tags},
+    }
+    (tmp_path / "dataset_info.json").write_text(json.dumps(info))
+
+    def turns(name):
+        result = export_source(tmp_path / "dataset_info.json", tmp_path / name, datasets=[name])
+        rows = read_jsonl(result.urls[0])
+        return [[(m["role"], m["content"][0]["value"]) for m in r["messages"]] for r in rows], result.chunks[0].failed
+
+    assert turns("plain") == ([[("user", "Q1\nctx"), ("assistant", "A1")]], {})
+    assert turns("named") == ([[("user", "Q1"), ("assistant", "A1")]], {})
+    mapped = [("system", "S"), ("user", "old q"), ("assistant", "old a"), ("user", "Q1\nctx"), ("assistant", "A1")]
+    assert turns("mapped") == ([mapped], {})
+    assert turns("sharegpt") == ([[("user", "hi"), ("assistant", "yo")]], {})
+    assert turns("tags") == ([], {"unknown_role": 1})  # system_tag unnamed: off, as LLaMA-Factory skips the row
+
+
 # --- parsing ------------------------------------------------------------------------------------
 
 
@@ -154,9 +203,13 @@ def test_entry_fields_and_path_resolution():
         None,  # v1 YAML without a converter: rows are already standard
     )
     assert (c.location, c.hub, c.split) == ("/abs/c.parquet", False, "train")
-    assert (d.location, d.converter) == ("s3://bucket/d.jsonl", ("sharegpt", {}))
-    assert e.converter == ("pair", {})
-    assert parse({"a": {"file_name": "a.json"}}, v0=True)[0].converter == ("alpaca", {})
+    off = {"system": None, "tools": None, "images": None, "videos": None, "audios": None}
+    assert (d.location, d.converter) == ("s3://bucket/d.jsonl", ("sharegpt", {"columns": off}))
+    assert e.converter == ("pair", {"columns": {"messages": "conversations", "query": None, "history": None, **off}})
+    assert parse({"a": {"file_name": "a.json"}}, v0=True)[0].converter == (
+        "alpaca",
+        {"columns": {"history": None, **off}},
+    )
     assert parse({"a": {"file_name": "x.jsonl"}}, base="s3://b/cfg")[0].location == "s3://b/cfg/x.jsonl"
 
 
