@@ -66,7 +66,8 @@ def _v0_spec(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     fields = {"pair": PairColumns, "sharegpt": ShareGPTColumns, "alpaca": AlpacaColumns}[name]
     lf_columns = _lf_columns(columns, formatting, fields)
     lf_tags = {tag: tags.get(tag) for tag in _fields(ShareGPTTags)} if tags else {}
-    return name, _options(columns=lf_columns, tags=lf_tags if formatting == "sharegpt" else {})
+    options = _options(columns=lf_columns, tags=lf_tags if formatting == "sharegpt" else {})
+    return name, {**options, "turn_order": True} if formatting == "sharegpt" else options
 
 
 # what LLaMA-Factory's v0 parser reads by default, per formatting; all else only when named

@@ -31,7 +31,7 @@ from pipeline_core.converters.options import override
 from pipeline_core.converters.prelude import with_system
 from pipeline_core.converters.registry import ConverterFactory
 from pipeline_core.converters.sample import Message, PairSample, text_message
-from pipeline_core.converters.sharegpt import ShareGPTTags
+from pipeline_core.converters.sharegpt import ShareGPTTags, check_turn_order
 from pipeline_core.converters.tools import tools_json
 from pipeline_core.converters.turns import any_turn, any_turns
 from pipeline_core.errors import RowError
@@ -62,6 +62,7 @@ class PairColumns:
 class PairConverter:
     columns: PairColumns = PairColumns()
     tags: ShareGPTTags | None = None  # set: every turn is read as ShareGPT with these tags
+    turn_order: bool = False  # a ShareGPT prompt follows LLaMA-Factory's turn order (sharegpt.check_turn_order)
 
     def __call__(self, row: Mapping[str, Any]) -> PairSample:
         row, cols = as_row(row), self.columns
@@ -84,7 +85,10 @@ class PairConverter:
             _require_full_conversation(row, side, cols)
             return []
         if isinstance(row[key], list):
-            return any_turns(required_turns(row, key), key, self.tags)
+            turns = required_turns(row, key)
+            if self.turn_order:
+                check_turn_order(turns, self.tags or ShareGPTTags(), key, ends_with_answer=False)
+            return any_turns(turns, key, self.tags)
         alpaca = AlpacaColumns(prompt=key, query=cols.query, history=cols.history)
         return alpaca_prompt(row, alpaca)
 
@@ -119,6 +123,8 @@ def _require_full_conversation(row: Mapping[str, Any], side: str, cols: PairColu
 
 
 @ConverterFactory.register("pair", "dpo")
-def make_pair(columns: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None) -> PairConverter:
+def make_pair(
+    columns: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None, turn_order: bool = False
+) -> PairConverter:
     sharegpt_tags = override(ShareGPTTags(), tags, "sharegpt tags") if tags else None
-    return PairConverter(override(PairColumns(), columns, "pair columns"), sharegpt_tags)
+    return PairConverter(override(PairColumns(), columns, "pair columns"), sharegpt_tags, bool(turn_order))

@@ -32,6 +32,7 @@ from pipeline_core.converters.sample import (
     text_message,
 )
 from pipeline_core.converters.tools import tool_call_blocks, tools_json
+from pipeline_core.errors import RowError
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +81,46 @@ def sharegpt_turns(turns: list[Any], tags: ShareGPTTags, field: str) -> list[Mes
     return [sharegpt_turn(turn, tags, f"{field}[{i}]") for i, turn in enumerate(turns)]
 
 
+def check_turn_order(turns: list[Any], tags: ShareGPTTags, field: str, ends_with_answer: bool = True) -> None:
+    """LLaMA-Factory's v0 sharegpt rule, whose rows it drops otherwise: after an optional leading
+    system turn, turns alternate (user or observation, then assistant or function_call), and a
+    conversation ends with an answer (a preference pair's prompt, with an ask: its answers are the
+    chosen and rejected turns). A RowError names the first turn out of place."""
+    roles = [as_dict(turn, f"{field}[{i}]").get(tags.role_tag) for i, turn in enumerate(turns)]
+    start = 1 if roles and tags.system_tag is not None and roles[0] == tags.system_tag else 0
+    asks, answers = (tags.user_tag, tags.observation_tag), (tags.assistant_tag, tags.function_tag)
+    for k, role in enumerate(roles[start:]):
+        expected = asks if k % 2 == 0 else answers
+        if role not in expected:
+            at = f"{field}[{start + k}]"
+            raise RowError(
+                "invalid_turn_order",
+                f"{at} is a {role!r} turn where the sharegpt format wants {'/'.join(t for t in expected if t)} "
+                "(after an optional leading system turn, asks and answers alternate); LLaMA-Factory drops such rows",
+                f"{at}.{tags.role_tag}",
+            )
+    if (len(roles) - start) % 2 == (0 if ends_with_answer else 1):
+        return
+    last = "an answer (assistant/function_call)" if ends_with_answer else "an ask (user/observation)"
+    raise RowError(
+        "invalid_turn_count",
+        f"{field} has {len(roles) - start} turns after its system turn and must end with {last}; "
+        "LLaMA-Factory drops such rows",
+        field,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ShareGPTConverter:
     columns: ShareGPTColumns = ShareGPTColumns()
     tags: ShareGPTTags = ShareGPTTags()
+    turn_order: bool = False  # check LLaMA-Factory's turn order (check_turn_order): set for its v0 entries
 
     def __call__(self, row: Mapping[str, Any]) -> SFTSample:
         row, cols = as_row(row), self.columns
         turns = required_turns(row, cols.messages)
+        if self.turn_order:
+            check_turn_order(turns, self.tags, cols.messages)
         messages = sharegpt_turns(turns, self.tags, cols.messages)
         tools = tools_json(row.get(cols.tools), cols.tools)
         messages = with_system(messages, optional_str(row, cols.system), tools)
@@ -95,8 +128,11 @@ class ShareGPTConverter:
 
 
 @ConverterFactory.register("sharegpt")
-def make_sharegpt(columns: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None) -> ShareGPTConverter:
+def make_sharegpt(
+    columns: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None, turn_order: bool = False
+) -> ShareGPTConverter:
     return ShareGPTConverter(
         override(ShareGPTColumns(), columns, "sharegpt columns"),
         override(ShareGPTTags(), tags, "sharegpt tags"),
+        bool(turn_order),
     )

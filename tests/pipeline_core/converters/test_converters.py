@@ -229,7 +229,7 @@ OFF = {"system": None, "tools": None, "images": None, "videos": None, "audios": 
             {"columns": {"prompt": "q", "response": "a"}},
             ("alpaca", {"columns": {"prompt": "q", "query": None, "response": "a", "history": None, **OFF}}),
         ),
-        ({"formatting": "sharegpt"}, ("sharegpt", {"columns": OFF})),
+        ({"formatting": "sharegpt"}, ("sharegpt", {"columns": OFF, "turn_order": True})),
         (
             {"ranking": True, "columns": {"prompt": "q", "chosen": "c", "rejected": "r"}},
             (

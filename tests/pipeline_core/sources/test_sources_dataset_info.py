@@ -165,7 +165,46 @@ def test_v0_entries_read_only_the_columns_llamafactory_reads(tmp_path):
     mapped = [("system", "S"), ("user", "old q"), ("assistant", "old a"), ("user", "Q1\nctx"), ("assistant", "A1")]
     assert turns("mapped") == ([mapped], {})
     assert turns("sharegpt") == ([[("user", "hi"), ("assistant", "yo")]], {})
-    assert turns("tags") == ([], {"unknown_role": 1})  # system_tag unnamed: off, as LLaMA-Factory skips the row
+    assert turns("tags") == ([], {"invalid_turn_order": 1})  # system_tag unnamed: off, as LLaMA-Factory skips the row
+
+
+def test_v0_sharegpt_rows_out_of_turn_are_counted_as_llamafactory_drops_them(tmp_path):
+    """LLaMA-Factory keeps a v0 sharegpt row only when, after an optional leading system turn,
+    asks and answers alternate and it ends with an answer (a ranking prompt: with an ask); h5pipe
+    wrote the others as they were, uncounted. The fixtures' own rows all pass (the fixture tests)."""
+
+    def turn(role, value):
+        return {"from": role, "value": value}
+
+    human, gpt, system = (lambda v, r=r: turn(r, v) for r in ("human", "gpt", "system"))
+    rows = [
+        [system("s"), human("ok"), gpt("ok")],
+        [human("q1"), gpt("a1"), human("dangling")],
+        [human("q1"), human("q2"), gpt("a")],
+        [gpt("first"), human("q"), gpt("a")],
+        [human("q"), gpt("a"), system("late"), human("q2"), gpt("a2")],
+    ]
+    (tmp_path / "sg.json").write_text(json.dumps([{"conversations": c} for c in rows]))
+    pairs = [{"conversations": [human("q")], "chosen": gpt("y"), "rejected": gpt("n")}]
+    pairs.append({"conversations": [human("q"), gpt("a")], "chosen": gpt("y"), "rejected": gpt("n")})
+    (tmp_path / "pairs.json").write_text(json.dumps(pairs))
+    ranking = {"messages": "conversations", "chosen": "chosen", "rejected": "rejected"}
+    info = {
+        "sg": {"file_name": "sg.json", "formatting": "sharegpt"},
+        "pairs": {"file_name": "pairs.json", "formatting": "sharegpt", "ranking": True, "columns": ranking},
+    }
+    (tmp_path / "dataset_info.json").write_text(json.dumps(info))
+    result = export_source(tmp_path / "dataset_info.json", tmp_path / "sg", datasets=["sg"])
+    assert [[m["role"] for m in r["messages"]] for r in read_jsonl(result.urls[0])] == [["system", "user", "assistant"]]
+    assert result.chunks[0].failed == {"invalid_turn_count": 1, "invalid_turn_order": 3}
+    errors = read_jsonl(result.chunks[0].errors_url)
+    assert [(e["index"], e["field"]) for e in errors][1:] == [
+        (2, "conversations[1].from"),
+        (3, "conversations[0].from"),
+        (4, "conversations[2].from"),
+    ]
+    pairs_out = export_source(tmp_path / "dataset_info.json", tmp_path / "pairs", datasets=["pairs"])
+    assert len(read_jsonl(pairs_out.urls[0])) == 1 and pairs_out.chunks[0].failed == {"invalid_turn_count": 1}
 
 
 # --- parsing ------------------------------------------------------------------------------------
@@ -204,8 +243,9 @@ def test_entry_fields_and_path_resolution():
     )
     assert (c.location, c.hub, c.split) == ("/abs/c.parquet", False, "train")
     off = {"system": None, "tools": None, "images": None, "videos": None, "audios": None}
-    assert (d.location, d.converter) == ("s3://bucket/d.jsonl", ("sharegpt", {"columns": off}))
-    assert e.converter == ("pair", {"columns": {"messages": "conversations", "query": None, "history": None, **off}})
+    assert (d.location, d.converter) == ("s3://bucket/d.jsonl", ("sharegpt", {"columns": off, "turn_order": True}))
+    pair_columns = {"messages": "conversations", "query": None, "history": None, **off}
+    assert e.converter == ("pair", {"columns": pair_columns, "turn_order": True})
     assert parse({"a": {"file_name": "a.json"}}, v0=True)[0].converter == (
         "alpaca",
         {"columns": {"history": None, **off}},
