@@ -12,9 +12,33 @@ from collections.abc import Sequence
 def load_files(files: Sequence[str], builder: str, *, streaming: bool, storage_options: dict | None):
     from datasets import load_dataset
 
+    options = csv_options(files[0], storage_options) if builder == "csv" and files else {}
     return load_dataset(
-        builder, data_files=list(files), split="train", streaming=streaming, storage_options=_copy(storage_options)
+        builder,
+        data_files=list(files),
+        split="train",
+        streaming=streaming,
+        storage_options=_copy(storage_options),
+        **options,
     )
+
+
+def csv_options(first: str, storage_options: dict | None) -> dict:
+    """Every CSV cell as the text it is: pandas' defaults read ``NA``, ``null``, ``nan`` and empty
+    cells as missing and ``02134`` as the number 2134.0, so the columns of the header are read as
+    strings (``features``) with no missing-value detection (``na_filter=False``)."""
+    import csv
+
+    import fsspec
+    from datasets import Features, Value
+
+    with fsspec.open(
+        first, "rt", encoding="utf-8-sig", newline="", compression="infer", **(storage_options or {})
+    ) as f:
+        header = next(csv.reader(f), None)
+    if not header or len(set(header)) != len(header):  # empty, or names pandas would rename: as datasets reads it
+        return {"na_filter": False}
+    return {"na_filter": False, "features": Features({name: Value("string") for name in header})}
 
 
 def load_repo(path: str, *, subset: str | None, split: str, streaming: bool, storage_options: dict | None):

@@ -118,7 +118,9 @@ def _load_files(location: Location, opts: SourceOptions) -> Loaded:
     so = opts.storage_options
     files = location.files if opts.streaming else local_copies(location.files, so)
     data = load_files(files, location.builder, streaming=opts.streaming, storage_options=so)
-    return data, lambda: digest("files", location.builder, files_fingerprint(files, so))
+    # CSV cells are read as text since 2026-12-06 (load.csv_options): other rows than before, another key
+    read_as = ["cells_as_text"] if location.builder == "csv" else []
+    return data, lambda: digest("files", location.builder, *read_as, files_fingerprint(files, so))
 
 
 def _load_repo(location: Location, opts: SourceOptions) -> Loaded:

@@ -54,9 +54,24 @@ def rows_of(source):
 @pytest.mark.parametrize("streaming", [False, True])
 def test_local_file_of_each_format(tmp_path, ext, streaming):
     source = open_source(write_format(tmp_path, ext), streaming=streaming)
-    assert rows_of(source) == ROWS
+    # a CSV cell is text: read as written (never a number, never missing), see test_csv_cells_are_their_text
+    expected = [{k: str(v) for k, v in r.items()} for r in ROWS] if ext == ".csv" else ROWS
+    assert rows_of(source) == expected
     assert source.num_rows == (None if streaming else len(ROWS))
     assert source.name == "data"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_csv_cells_are_their_text(tmp_path, streaming):
+    """pandas' defaults (what datasets reads CSV with) made NA, null, nan and empty cells missing
+    and 02134 the number 2134.0; every cell now comes back as the text the file holds."""
+    import csv
+
+    cells = [["NA", "null"], ["nan", ""], ["02134", "1e3"], ["N/A", "-"]]
+    path = tmp_path / "c.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["a", "b"], *cells])
+    assert rows_of(open_source(path, streaming=streaming)) == [{"a": a, "b": b} for a, b in cells]
 
 
 def test_txt_is_one_text_per_line(tmp_path):
