@@ -73,6 +73,7 @@ class CacheJob(BaseModel):
             **({"compression": self.compression} if self.compression else {}),  # None: keys as before it existed
             **({"position_ids": self.position_ids} if self.position_ids != "stored" else {}),  # likewise
             **({"sentence_marks": "per_document"} if self._sentence_marks_moved() else {}),
+            **({"bfd_truncate": "untrained_skipped"} if self._bfd_truncates() else {}),
             "format_version": FORMAT_VERSION,
         }
 
@@ -81,6 +82,11 @@ class CacheJob(BaseModel):
         with eos and no bos whatever the settings, so their key must differ from those files'."""
         kwargs = self.processor.get("processor_kwargs") or {}
         return self.split_sentences and (bool(kwargs.get("add_bos", False)) or not kwargs.get("add_eos", True))
+
+    def _bfd_truncates(self) -> bool:
+        """bfd cutting samples to pack_size: until 2026-12-06 one whose prompt filled the pack was
+        written with no trained token (now skipped as prompt_too_long), so its key must differ."""
+        return self.pack_size > 0 and self.packing == "bfd" and self.processor.get("overflow") == "truncate"
 
     def key_material(self, source_sha256: str, output_url: str) -> dict:
         """What one output depends on: its input's content, the settings and its destination."""

@@ -55,6 +55,19 @@ def test_sentence_items_with_moved_bos_or_eos_are_keyed_apart_from_the_files_wri
         assert "sentence_marks" not in settings(False, **marks)  # whole documents were always right
 
 
+def test_bfd_truncation_is_keyed_apart_from_the_files_written_before_untrained_samples_were_skipped():
+    def settings(overflow: str, **options) -> dict:
+        return job_with({"processor": "sft", "overflow": overflow}, **options).settings()
+
+    assert settings("truncate", pack_size=64, packing="bfd")["bfd_truncate"] == "untrained_skipped"
+    for overflow, options in [
+        ("drop", {"pack_size": 64, "packing": "bfd"}),
+        ("truncate", {"pack_size": 64}),
+        ("truncate", {}),
+    ]:
+        assert "bfd_truncate" not in settings(overflow, **options)  # unchanged files keep their keys
+
+
 def job_with(processor: dict, **settings) -> CacheJob:
     return CacheJob(
         input_url="in", output_dir="out", tokenizer={}, processor=processor, tokenizer_fingerprint="f", **settings
