@@ -170,12 +170,22 @@ def _open_hf(data, opts: SourceOptions) -> DatasetSource:
     _only_for_dataset_info(opts)
     data = pick_split(data, opts.split, "the DatasetDict")
     if isinstance(data, Dataset):
+        data = shown_columns(data)
         base = data._fingerprint
         fingerprint = lambda: digest("dataset", base)  # noqa: E731
         data = data.to_iterable_dataset() if opts.streaming and len(data) else data  # (datasets cannot stream 0 rows)
     else:
         fingerprint = lambda: digest("rows", rows_fingerprint(data))  # noqa: E731
     return _dataset_source(data, opts.name or "dataset", fingerprint, resolve_converter(opts.converter))
+
+
+def shown_columns(data):
+    """The dataset limited to the columns ``dataset[i]`` shows: those ``set_format(columns=...)``
+    chose (unless ``output_all_columns``), else all of them. Arrow reads ignore the format."""
+    shown = data.format.get("columns")
+    if shown is None or data.format.get("output_all_columns"):
+        return data
+    return data.select_columns(list(shown))
 
 
 def _open_rows(rows: list, opts: SourceOptions) -> DatasetSource:

@@ -74,6 +74,19 @@ def test_csv_cells_are_their_text(tmp_path, streaming):
     assert rows_of(open_source(path, streaming=streaming)) == [{"a": a, "b": b} for a, b in cells]
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_dataset_formatted_to_some_columns_gives_those_columns(streaming):
+    """``set_format(columns=[...])`` hides the others from ``dataset[i]``: the export follows it
+    (the Arrow reads ignored the format and wrote the hidden columns)."""
+    ds = Dataset.from_dict({"id": [0, 1, 2], "secret": ["a", "b", "c"]})
+    ds.set_format(type=None, columns=["id"])
+    expected = [ds[i] for i in range(len(ds))]
+    assert expected == [{"id": 0}, {"id": 1}, {"id": 2}]
+    assert rows_of(open_source(ds, streaming=streaming)) == expected
+    ds.set_format(type=None, columns=["id"], output_all_columns=True)
+    assert rows_of(open_source(ds, streaming=streaming)) == [ds[i] for i in range(len(ds))]
+
+
 def test_txt_is_one_text_per_line(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("first line\nsecond é line\n", encoding="utf-8")
