@@ -140,6 +140,7 @@ def _run_todo(
     """hash + cache tasks for the chunks the plan could not reuse; indices are positions in ``plan.todo``."""
     if not plan.todo:
         return ChunkOutcome()
+    committer.begin()  # the folder is incomplete before any output is replaced
     urls, todo = [inputs[i] for i in plan.todo], [committed[i] for i in plan.todo]
     sizes = [stamp_size(plan.stamps[i]) for i in plan.todo]  # None where a chunk has no stamp
     grouped = runs_in_groups(run)

@@ -29,6 +29,13 @@ class Committer:
         manifest.complete = False  # every save before the final commit says so (readers refuse it)
         return committer
 
+    def begin(self) -> None:
+        """Save the manifest as not complete before the run writes its first output: from then
+        until the final commit readers (the cache stage, ``H5Dataset``, ``merge``, ``verify``)
+        refuse the folder. Before, the earlier run's manifest said complete beside outputs this
+        run had already replaced (another ``pack_size`` under ``--overwrite``), and was read so."""
+        self._save()
+
     def previous(self) -> dict[str, dict]:
         """The descriptors earlier runs committed, by output file name (the plans and the tasks
         re-verify them)."""

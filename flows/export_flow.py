@@ -139,6 +139,7 @@ def _export_run_locked(params: ExportParams) -> dict:
         retry_delay_seconds=backoff_delays(params.run.retries, params.run.retry_delay),
     )
     if source.num_rows is None:
+        committer.begin()  # the folder is incomplete before any chunk is replaced
         results, cached = _run_stream(job, storage, options)
         for r in results:
             committer.record(r)
@@ -193,6 +194,7 @@ def _run_mapped(job: ExportJob, storage: dict, options: dict, plan: Plan, commit
 
     ran = ChunkOutcome()
     if plan.todo:
+        committer.begin()  # the folder is incomplete before any chunk is replaced
         futures = task.map(unmapped(job), plan.todo, unmapped(storage))
         ran = run_chunks(futures, [names[i] for i in plan.todo], progress, committer, from_this_source)
     outcome = merged(plan, ran)

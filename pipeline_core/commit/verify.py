@@ -158,6 +158,10 @@ def verify_output(folder: str, storage_options: dict | None = None, how: str = "
     outputs = [n for n in names if n.endswith(OUTPUT_SUFFIXES) and not is_temp_name(n)]
     if manifest is None:
         report.add(MANIFEST, "missing: the run never committed this folder")
+    elif not manifest.complete:
+        report.add(MANIFEST, "not committed: a run is writing this folder or was interrupted; rerun the stage into it")
+    elif manifest.dropping:
+        report.add(MANIFEST, f"a run was interrupted while removing {len(manifest.dropping)} file(s); rerun the stage")
     for temp in stale_temps(folder, storage_options):
         report.add(temp.name, "temporary file of a writer that is gone; rerun the stage (it sweeps them) or delete it")
     for name in outputs:

@@ -62,3 +62,37 @@ def test_partial_file_without_the_completion_mark_is_reported(tmp_path, llamafac
         del f.attrs["complete"]
     code, text = verify(out)
     assert code == 1 and "train_chunk_2.h5: not complete" in text
+
+
+def test_a_folder_whose_run_did_not_commit_is_reported(tmp_path, llamafactory, gpt2_path):
+    """Every file may be whole and listed while the run that writes the folder has not finished:
+    readers refuse such a folder, and verify passed it (exit 0)."""
+    out = run_cache(tmp_path, llamafactory, gpt2_path)
+    manifest = json.loads((out / "h5pipe-manifest.json").read_text())
+    (out / "h5pipe-manifest.json").write_text(json.dumps({**manifest, "complete": False}))
+    code, text = verify(out)
+    assert code == 1 and "h5pipe-manifest.json: not committed" in text
+    (out / "h5pipe-manifest.json").write_text(json.dumps({**manifest, "dropping": [str(out / "gone.h5")]}))
+    code, text = verify(out)
+    assert code == 1 and "interrupted while removing 1 file(s)" in text
+
+
+def test_the_manifest_says_incomplete_before_a_rerun_replaces_an_output(tmp_path, llamafactory, gpt2_path, monkeypatch):
+    """--overwrite with another pack_size: when the first new output is in place, the manifest
+    must already say the folder is being written (it said complete, with the old settings, until
+    the first chunk was recorded, and a reader took the folder as one set)."""
+    import tasks.cache
+    from pipeline_core.commit.manifest import load_manifest
+
+    out = run_cache(tmp_path, llamafactory, gpt2_path, pack_size=128, pad_value=0)
+    seen = []
+    result_of = tasks.cache._result
+
+    def watched(stats, storage_options):
+        seen.append(load_manifest(str(out)).complete)  # the output is published; its record is not yet
+        return result_of(stats, storage_options)
+
+    monkeypatch.setattr(tasks.cache, "_result", watched)
+    run_cache(tmp_path, llamafactory, gpt2_path, pack_size=256, pad_value=0, overwrite=True)
+    assert seen and not any(seen)
+    assert load_manifest(str(out)).complete and verify(out)[0] == 0
