@@ -29,11 +29,27 @@ def apply_override(config: dict, assignment: str) -> None:
     node[leaf] = yaml.safe_load(raw)
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` refusing a key given twice in one mapping (PyYAML keeps the last one,
+    so ``pack_size: 512`` then ``pack_size: 0`` ran unpacked with no word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice in one mapping; keep one", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_config(path: str | Path, overrides: list[str] = ()) -> tuple[str, BaseModel]:
     """(flow name, validated parameters) from a YAML file plus overrides."""
     path = Path(path)
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        config = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
     except (OSError, yaml.YAMLError) as e:
         raise ConfigFileError(f"{path}: cannot read the config: {e}") from e
     if not isinstance(config, dict):

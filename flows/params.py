@@ -286,7 +286,13 @@ class PipelineParams(BaseModel):
     @classmethod
     def _cache_reads_export_output(cls, data):
         if isinstance(data, dict) and isinstance(data.get("cache"), dict) and isinstance(data.get("export"), dict):
-            data["cache"].setdefault("input", data["export"].get("output"))
+            output, given = data["export"].get("output"), data["cache"].get("input")
+            if given is not None and str(given).rstrip("/") != str(output).rstrip("/"):
+                raise ValueError(
+                    f"cache.input is {given!r}, but in a pipeline the cache stage reads what the export wrote "
+                    f"(export.output {output!r}); remove cache.input, or run the cache flow on its own"
+                )
+            data["cache"].setdefault("input", output)
         return data
 
 

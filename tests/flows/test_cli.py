@@ -52,6 +52,28 @@ def test_bad_config_exits_nonzero_naming_the_field(tmp_path, llamafactory, gpt2_
     assert result.exit_code == 2 and "procesor" in result.output
 
 
+def test_a_key_given_twice_is_refused_not_last_wins(tmp_path, llamafactory, gpt2_path):
+    text = yaml.safe_dump(cache_config(tmp_path, llamafactory, gpt2_path, pack_size=512, pad_value=0))
+    text = text.replace("  pack_size: 512\n", "  pack_size: 512\n  pack_size: 0\n")
+    assert yaml.safe_load(text)["cache"]["pack_size"] == 0  # what PyYAML alone makes of it
+    (tmp_path / "twice.yaml").write_text(text, encoding="utf-8")
+    result = runner.invoke(app, ["run", str(tmp_path / "twice.yaml")])
+    assert result.exit_code == 2 and "'pack_size' is given twice" in result.output
+    assert not (tmp_path / "h5").exists()
+
+
+def test_a_pipeline_refuses_a_cache_input_it_would_not_read(tmp_path, llamafactory, gpt2_path):
+    """The pipeline's cache stage reads the export's chunks: another cache.input was ignored."""
+    config = {
+        "flow": "pipeline",
+        "export": {"source": str(llamafactory / "c4_demo.jsonl"), "output": str(tmp_path / "jsonl")},
+        "cache": {**cache_config(tmp_path, llamafactory, gpt2_path)["cache"], "input": str(tmp_path / "elsewhere")},
+    }
+    result = runner.invoke(app, ["run", str(write_config(tmp_path / "p.yaml", config))])
+    assert result.exit_code == 2 and "cache.input" in result.output and "export.output" in result.output
+    assert not (tmp_path / "jsonl").exists()
+
+
 def test_failed_run_exits_one(tmp_path, gpt2_path):
     (tmp_path / "in.jsonl").write_text('{"txt": 1}\n')
     args = [
