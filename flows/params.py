@@ -8,6 +8,7 @@ parameters are shown or saved (``h5pipe-run.json`` holds the redacted form).
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -92,6 +93,13 @@ class RunOptions(BaseModel):
     storage: StorageOptions = Field(default_factory=StorageOptions)
 
 
+def absolute(url: str) -> str:
+    """A local path made absolute (``~`` expanded) where the parameters are read; URLs as given.
+    A relative path went into the manifest as it was, so a rerun from another folder recomputed
+    every chunk and could remove files outside its output folder."""
+    return url if "://" in url else os.path.abspath(os.path.expanduser(url))
+
+
 class ExportParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -116,6 +124,11 @@ class ExportParams(BaseModel):
     on_error: Literal["skip", "raise"] = "skip"
     overwrite: bool = Field(False, description="replace outputs written with other settings")
     run: RunOptions = Field(default_factory=RunOptions)
+
+    @field_validator("output")
+    @classmethod
+    def _absolute_output(cls, value: str) -> str:
+        return absolute(value)
 
     @field_validator("datasets", mode="before")
     @classmethod
@@ -206,6 +219,13 @@ class CacheParams(BaseModel):
         "(smaller files; load_h5 and H5Dataset give the same values; docs/formats.md)",
     )
     run: RunOptions = Field(default_factory=RunOptions)
+
+    @field_validator("input", "output")
+    @classmethod
+    def _absolute_paths(cls, value):
+        if isinstance(value, list):
+            return [absolute(v) for v in value]
+        return None if value is None else absolute(value)
 
     @field_validator("processor")
     @classmethod

@@ -93,3 +93,26 @@ def test_a_part_a_chunk_no_longer_writes_is_removed_by_the_commit(tmp_path):
     assert removed == [str(out / "c_title_document.bin")]
     assert sorted(p.name for p in out.iterdir() if p.suffix != ".json") == ["c.h5", "c_text_document.bin"]
     assert sorted(manifest(out)["entries"]) == ["c.h5", "c_text_document.bin"]
+
+
+def test_relative_paths_are_made_absolute_so_a_rerun_elsewhere_reuses_and_removes_only_its_own(
+    gpt2_path, c4_chunks, tmp_path, monkeypatch
+):
+    """The manifest kept relative URLs as given: a rerun from another folder recomputed every chunk
+    and removed a dropped chunk's quarantine file relative to its own folder, outside the output."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b" / "out").mkdir(parents=True)
+    decoy = tmp_path / "b" / "out" / "train_chunk_2.errors.jsonl"
+    decoy.write_text("not h5pipe's\n")
+    with open(c4_chunks / "train_chunk_2.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"body": "no text"}\n')  # a quarantined row: the chunk has an errors file
+    monkeypatch.chdir(tmp_path / "a")
+    first = cache_flow(params(gpt2_path, "../in", "out"))
+    assert (tmp_path / "a" / "out" / "train_chunk_2.errors.jsonl").exists()
+    assert all(c["output_url"].startswith(str(tmp_path / "a" / "out")) for c in first["chunks"])
+    (c4_chunks / "train_chunk_2.jsonl").unlink()
+    monkeypatch.chdir(tmp_path / "b")
+    second = cache_flow(params(gpt2_path, "../in", "../a/out"))
+    assert second["summary"]["cached_chunks"] == 2  # the same outputs, reached by another relative path
+    assert decoy.read_text() == "not h5pipe's\n"
+    assert not list((tmp_path / "a" / "out").glob("train_chunk_2*"))  # its own files went
