@@ -120,7 +120,12 @@ def rerun_plan(params: CacheParams, job: CacheJob, inputs: list[str], committer,
 def chunk_inputs(value: str | list[str], storage: dict, limit: int | None = None) -> list[str]:
     """The JSONL chunks to cache (the first ``limit``); quarantine files (``*.errors.jsonl``) are never inputs, and no two
     inputs may share an output name (refused here, before anything is written)."""
-    inputs = [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")][:limit]
+    return all_inputs(value, storage)[:limit]
+
+
+def all_inputs(value: str | list[str], storage: dict) -> list[str]:
+    """Every JSONL chunk of ``value`` (see ``chunk_inputs``), with no limit."""
+    inputs = [u for u in list_inputs(value, storage) if not u.endswith(".errors.jsonl")]
     check_unique_outputs(inputs)
     return inputs
 
@@ -190,7 +195,9 @@ def _cache_run_locked(params: CacheParams) -> dict:
 
         return run_splits(params, storage, _cache_run)
     job = make_job(params)
-    inputs = chunk_inputs(params.input, storage, params.limit)
+    listed = all_inputs(params.input, storage)
+    inputs = listed[: params.limit]
+    left_alone = set(listed[len(inputs) :])  # beyond a trial run's limit: their committed outputs stay
     sweep_outputs(params.output, storage, logger)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
     committed, outputs, plan = rerun_plan(params, job, inputs, committer, storage)
@@ -237,7 +244,7 @@ def _cache_run_locked(params: CacheParams) -> dict:
     save_run_record(
         params.output, "cache", redacted(params), summary, storage, tokenizer_fingerprint=job.tokenizer_fingerprint
     )
-    removed = committer.commit(results)
+    removed = committer.commit(results, keep_inputs=left_alone)
     if removed:
         logger.info("removed %d output(s) whose input is gone: %s", len(removed), removed[:5])
     logger.info("cache done: %s", summary)

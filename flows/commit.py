@@ -104,13 +104,14 @@ class Committer:
         """Rewrite the manifest now if anything changed since the last rewrite."""
         self._save()
 
-    def commit(self, results: list) -> list[str]:
+    def commit(self, results: list, keep_inputs: set[str] | frozenset[str] = frozenset()) -> list[str]:
         """The final write: exactly this run's outputs, after everything else. The files of the
         outputs it drops (their input is gone, or a smaller export replaced the set) are removed
         after the manifest no longer lists them, and the manifest names them under ``dropping``
         until they are gone: a run killed in between leaves them to the next run's commit, which
-        removes them too (unless it writes them again). Returns the URLs removed."""
-        names = {f.url.rsplit("/", 1)[-1] for r in results for f in r.files()}
+        removes them too (unless it writes them again). ``keep_inputs``: inputs this run left
+        alone (beyond a ``limit``) whose committed outputs stay as they are. Returns the URLs removed."""
+        names = {f.url.rsplit("/", 1)[-1] for r in results for f in r.files()} | self._names_of(keep_inputs)
         dropped = [e for k, e in self.manifest.entries.items() if k not in names]
         # an earlier run's, killed midway, that this run did not write again
         left = [url for url in self.manifest.dropping if url.rsplit("/", 1)[-1] not in names]
@@ -124,6 +125,12 @@ class Committer:
         self.manifest.dropping = []
         self._save()
         return urls
+
+    def _names_of(self, inputs: set[str] | frozenset[str]) -> set[str]:
+        """The entry names (outputs and their parts) committed for ``inputs``."""
+        owners = {name for name, r in self.previous().items() if r.get("input_url") in inputs}
+        parts = {key for owner in owners for key in self._parts_index().get(owner, [])}
+        return owners | parts
 
     def _save(self) -> None:
         """Atomically, and not at all when nothing changed: a no-op rerun leaves the folder as it was."""

@@ -116,3 +116,15 @@ def test_relative_paths_are_made_absolute_so_a_rerun_elsewhere_reuses_and_remove
     assert second["summary"]["cached_chunks"] == 2  # the same outputs, reached by another relative path
     assert decoy.read_text() == "not h5pipe's\n"
     assert not list((tmp_path / "a" / "out").glob("train_chunk_2*"))  # its own files went
+
+
+def test_a_trial_run_with_a_limit_leaves_the_other_chunks_outputs_alone(gpt2_path, c4_chunks, tmp_path):
+    """--limit 1 into a folder holding all three chunks' outputs removed the other two (their
+    inputs, still there, were taken for gone)."""
+    out = tmp_path / "out"
+    cache_flow(params(gpt2_path, c4_chunks, out))
+    before = {p.name: p.read_bytes() for p in out.glob("*.h5")}
+    trial = cache_flow(params(gpt2_path, c4_chunks, out, limit=1))
+    assert trial["summary"]["chunks"] == 1
+    assert {p.name: p.read_bytes() for p in out.glob("*.h5")} == before and len(before) == 3
+    assert sorted(manifest(out)["entries"]) == sorted(before) and not verify_output(str(out)).problems
