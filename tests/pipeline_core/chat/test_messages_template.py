@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pipeline_core import ConfigError, ProcessorFactory, RowError, StrategyFactory
+from pipeline_core.converters import ConverterFactory
 from tests.pipeline_core.processors.test_messages_helpers import (
     FIXTURES,
     fixture_rows,
@@ -184,7 +185,9 @@ def test_llama3_template_family(llama3, llamafactory, file_name):
 
 
 def test_zephyr_template_family_multi_turn(tok, llamafactory):
-    rows, convert = fixture_rows(llamafactory, "identity.json")
+    rows, _ = fixture_rows(llamafactory, "identity.json")
+    # the alpaca converter reads a history column by default (a v0 dataset_info entry only when mapped)
+    convert = ConverterFactory.create("alpaca")
     tok = with_template(tok, ZEPHYR_JINJA)
     rows = [{**r, "history": [[rows[i - 1]["instruction"], rows[i - 1]["output"]]]} for i, r in enumerate(rows)]
     batch = template_processor("sft", tok, None, converter=convert).process_batch(rows)

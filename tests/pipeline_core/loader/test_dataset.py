@@ -115,10 +115,18 @@ def test_missing_keys_are_named(sft_outputs):
 def test_remote_folder_is_downloaded_once(sft_outputs, tmp_path, monkeypatch):
     import fsspec
 
+    from pipeline_core.commit.manifest import Manifest, ManifestEntry, save_manifest
+    from pipeline_core.storage.hashing import file_digest
+
     root, unpacked, _, expected = sft_outputs
     fs = fsspec.filesystem("memory")
+    manifest = Manifest("cache", "cfg")  # its sha256s name the files: the memory store gives no stamp
     for url in unpacked:
-        fs.pipe(f"/remote-ds/{os.path.basename(url)}", Path(url).read_bytes())
+        name = os.path.basename(url)
+        fs.pipe(f"/remote-ds/{name}", Path(url).read_bytes())
+        digest = file_digest(url)
+        manifest.entries[name] = ManifestEntry(name, digest.sha256, digest.size)
+    save_manifest("memory://remote-ds", manifest.to_json())
     first = H5Dataset("memory://remote-ds", cache_dir=str(tmp_path / "cache"))
     assert len(first) == 200 and first[150]["sequence"].tolist() == expected["sequence"][150].tolist()
     assert all(p.startswith(str(tmp_path / "cache")) for p in first.paths)
