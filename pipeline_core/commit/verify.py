@@ -149,6 +149,10 @@ def _offsets_check(f, key: str) -> tuple[int, list[str]]:
 
 def verify_output(folder: str, storage_options: dict | None = None, how: str = "sha256") -> VerifyReport:
     report = VerifyReport(folder)
+    fs, path = url_to_fs(folder, storage_options)
+    if not fs.isdir(path):
+        report.add(folder, "no such folder; give the output folder of an export or cache run")
+        return report
     try:
         manifest = load_manifest(folder, storage_options)
     except ManifestError as e:

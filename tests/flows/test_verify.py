@@ -96,3 +96,8 @@ def test_the_manifest_says_incomplete_before_a_rerun_replaces_an_output(tmp_path
     run_cache(tmp_path, llamafactory, gpt2_path, pack_size=256, pad_value=0, overwrite=True)
     assert seen and not any(seen)
     assert load_manifest(str(out)).complete and verify(out)[0] == 0
+
+
+def test_a_missing_folder_is_reported_not_a_traceback(tmp_path):
+    code, text = verify(tmp_path / "nowhere")
+    assert code == 1 and "no such folder" in text
