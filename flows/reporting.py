@@ -70,6 +70,9 @@ def totals(results: list[ChunkResult], pack_size: int = 0) -> dict:
     return {
         "chunks": len(results),
         "rows_read": sum(r.rows_read for r in results),
+        # rows that kept a sample (rows_read = rows_written + rows_skipped); results cached before
+        # rows and samples were counted apart (rows_written None) kept one sample per row
+        "rows_written": sum(r.samples_written if r.rows_written is None else r.rows_written for r in results),
         "samples_written": sum(r.samples_written for r in results),
         "rows_skipped": sum(r.rows_skipped for r in results),
         "skipped_by_reason": _by_reason(r.skipped for r in results),

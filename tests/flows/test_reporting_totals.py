@@ -24,6 +24,7 @@ def test_dropped_turns_reach_the_summary_apart_from_skipped_rows():
     assert [(c.rows_written, c.samples_dropped, c.dropped) for c in chunks] == [(8, 1, {"too_long": 1}), (4, 0, {})]
     summary = totals(chunks)
     assert summary["rows_read"] == 15 and summary["rows_skipped"] == 3 and summary["samples_written"] == 19
+    assert summary["rows_written"] == 12 == summary["rows_read"] - summary["rows_skipped"]
     assert summary["skipped_by_reason"] == {"no_end_token": 1, "too_long": 2}
     assert summary["samples_dropped"] == 1 and summary["dropped_by_reason"] == {"too_long": 1}
 
