@@ -307,13 +307,18 @@ class PipelineParams(BaseModel):
     def _cache_reads_export_output(cls, data):
         if isinstance(data, dict) and isinstance(data.get("cache"), dict) and isinstance(data.get("export"), dict):
             output, given = data["export"].get("output"), data["cache"].get("input")
-            if given is not None and str(given).rstrip("/") != str(output).rstrip("/"):
+            same = given is None or output is None or _folder(given) == _folder(output)
+            if not same:
                 raise ValueError(
                     f"cache.input is {given!r}, but in a pipeline the cache stage reads what the export wrote "
                     f"(export.output {output!r}); remove cache.input, or run the cache flow on its own"
                 )
             data["cache"].setdefault("input", output)
         return data
+
+
+def _folder(url) -> str:
+    return absolute(str(url)).rstrip("/")
 
 
 def redacted(params: BaseModel) -> dict:
