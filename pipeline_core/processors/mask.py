@@ -55,20 +55,26 @@ class MaskControls:
     def default(self) -> bool:
         return not self.train_on_prompt and self.train_on_eos == "turn"
 
+    @property
+    def trims_ends(self) -> bool:
+        """Whether end tokens are left out of some turns (``row_weights`` has work to do)."""
+        return self.train_on_eos != "turn"
+
     def describe(self, end_ids=()) -> dict:
         """The controls, and what they act on: the end-of-turn ids left out, the prompt's weight
         (both recorded since 2026-12-06, when they changed: outputs written before get other keys)."""
         out = {"train_on_prompt": self.train_on_prompt, "train_on_eos": self.train_on_eos}
         if self.train_on_prompt:
             out["prompt_weight"] = self.prompt_weight
-        if self.train_on_eos != "turn":
+        if self.trims_ends:
             out["end_of_turn_ids"] = sorted(int(i) for i in end_ids)
         return out
 
     def row_weights(self, ids: np.ndarray, weight: np.ndarray, ends: EndTokens) -> np.ndarray:
-        """One sample's weights under these controls (``ids``/``weight`` aligned)."""
-        if self.train_on_prompt or self.train_on_eos == "turn":
-            return weight  # train_on_prompt's weights come from the render (prompt_weight)
+        """One sample's weights with end tokens left out (``ids``/``weight`` aligned); only for
+        ``trims_ends`` (train_on_prompt's weights come from the render: ``prompt_weight``)."""
+        if not self.trims_ends:
+            return weight
         out = weight.copy()
         runs = _runs(weight > 0)
         for n, (start, end) in enumerate(runs):

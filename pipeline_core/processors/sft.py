@@ -57,7 +57,7 @@ class SFTProcessor(Processor):
         if self.strategy is not None:
             self.strategy = self.strategy.training_roles(self.reader.train_roles)
         self._ends = None
-        if self.strategy is not None and not self.controls.default:
+        if self.strategy is not None and self.controls.trims_ends:
             self._ends = EndTokens(end_of_turn_ids(self.strategy, tokenizer), tokenizer.decode)
         self.sample_keys = ("media",) if media == "keep" else ()
 
@@ -105,7 +105,7 @@ class SFTProcessor(Processor):
         positions = np.repeat(positions, per_row)
         encoded = encode_rendered(self.tokenizer, rendered)
         failed: list = []
-        if not self.controls.default:
+        if self.controls.trims_ends:
             weight, failed = controlled(self.controls, encoded.sequence, encoded.weight, self._ends)
             encoded = Encoded(encoded.sequence, weight)
         # a sample the mask controls refused gets that one error (the first found): never also too_long
