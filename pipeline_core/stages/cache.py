@@ -209,7 +209,6 @@ class _OpenChunk:
             packing=options.packing if options.packed else "none",
         )
         self.log = ErrorLog(one.url, options.on_error)
-        self.batches = 0
         self._staging = contextlib.ExitStack()
         try:
             tmp = self._staging.enter_context(_h5_staging(output_url, options, storage_options))
@@ -229,7 +228,6 @@ class _OpenChunk:
         self.stats.skipped.update(e.reason for _, e in skipped)
         self.stats.dropped.update(e.reason for _, e in dropped)
         self.writer.write(batch)
-        self.batches += 1
 
     def finish(self, sha256: str) -> CacheStats:
         """Check the input, close the outputs and publish them: the quarantine file first, the HDF5
@@ -240,7 +238,7 @@ class _OpenChunk:
             if self.input.check_source is not None:
                 self.input.check_source(sha256)
             self._enforce_rate()
-            if not self.batches:  # an empty input: its outputs still hold every key, with no sample
+            if not stats.rows_read:  # an empty input: its outputs still hold every key, with no sample
                 self.writer.write(self.processor.process_batch([]))
             self.writer.finish()
             pad = resolve_pad_value(self.processor, options.pack_size, options.pad_value)
