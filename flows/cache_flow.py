@@ -24,7 +24,7 @@ from flows.commit import Committer
 from flows.grouped import run_groups, runs_in_groups
 from flows.params import CacheParams, RunOptions, redacted
 from flows.plan import Plan, merged, plan_chunks, stamp_outputs
-from flows.reporting import Progress, publish_cache_report, tail_warning
+from flows.reporting import Progress, publish_cache_report, tail_warning, untrained_warning
 from flows.run_record import save_run_record
 from flows.runners import default_task_runner, run_here_or_on_runner
 from flows.storage import result_storage_for
@@ -239,8 +239,9 @@ def _cache_run_locked(params: CacheParams) -> dict:
     check_error_rates(results, params.max_error_rate)
     check_min_samples(results, params.min_samples)
     summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started, params.pack_size)
-    if warning := tail_warning(summary):
-        logger.warning(warning)
+    for warning in (tail_warning(summary), untrained_warning(summary)):
+        if warning:
+            logger.warning(warning)
     save_run_record(
         params.output, "cache", redacted(params), summary, storage, tokenizer_fingerprint=job.tokenizer_fingerprint
     )

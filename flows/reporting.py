@@ -102,6 +102,9 @@ def packing_summary(results: list[ChunkResult], pack_size: int = 0) -> dict:
     packs = sum(r.packs for r in packed)
     filled = sum(r.pack_fill * r.packs for r in packed) / packs
     summary = {"pack_utilisation": round(filled, 4), "lower_bound_packs": sum(r.lower_bound_packs for r in packed)}
+    untrained = sum(r.untrained_packs or 0 for r in packed)
+    if untrained:
+        summary["untrained_packs"] = untrained
     if pack_size > 0:
         tails = chunk_tails([round(r.pack_fill * r.packs * pack_size) for r in packed], packs, pack_size)
         summary["chunk_tail_packs"] = tails.tail_packs
@@ -119,6 +122,18 @@ def tail_warning(summary: dict) -> str | None:
         f"(pack utilisation {summary['pack_utilisation']}, one stream would reach "
         f"{summary['one_stream_pack_utilisation']}); export with larger chunks (chunk_size) or merge small JSONL "
         "files before caching (docs/formats.md, 'Packing and chunk size')"
+    )
+
+
+def untrained_warning(summary: dict) -> str | None:
+    """A warning when concat packing left packs with no trained token, saying what they do and the cure."""
+    untrained = summary.get("untrained_packs", 0)
+    if not untrained:
+        return None
+    return (
+        f"{untrained} of {summary['packs']} packs hold no trained token (a long prompt cut by packing='concat'; "
+        "every label -100): a batch made only of such packs has a NaN mean loss. Use packing='bfd' (whole "
+        "samples), a larger pack_size, or a trainer that divides the loss by the batch's trained tokens"
     )
 
 

@@ -148,6 +148,9 @@ class ChunkResult(Publishes):
     packs: int = 0
     pack_fill: float | None = None
     lower_bound_packs: int = 0
+    # concat packs with no trained token (pipeline_core.packing.stage.ConcatStage); None in results
+    # cached before they were counted
+    untrained_packs: int | None = None
     seconds: float = 0.0
 
 

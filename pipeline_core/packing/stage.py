@@ -30,6 +30,7 @@ Packing = Literal["concat", "bfd"]
 
 class PackStage(Protocol):
     whole_samples: bool  # True if no sample is ever split across packs
+    untrained_packs: int  # packs emitted so far whose loss mask is all False (see ConcatStage)
 
     def add(self, samples: dict[str, Ragged]) -> Packs: ...
 
@@ -37,6 +38,13 @@ class PackStage(Protocol):
 
 
 class ConcatStage:
+    """Concat packing; counts the packs that hold no trained token (``untrained_packs``).
+
+    A sample with nothing to train never reaches a packer (``nothing_to_train``), but cutting the
+    stream every ``pack_size`` tokens can leave a pack holding only the prompt of a long sample:
+    its labels are all -100, so a batch made only of such packs has a NaN mean loss. The pack is
+    kept (dropping it would change the stream a user asked for) and counted."""
+
     whole_samples = False
 
     def __init__(self, layout: KeyLayout, pack_size: int, pad_value: int) -> None:
@@ -47,16 +55,24 @@ class ConcatStage:
             )
         [length_key] = layout.groups
         self.packer = DocumentConcatPacker(pack_size, pad_value, length_key)
+        self.untrained_packs = 0
 
     def add(self, samples: dict[str, Ragged]) -> Packs:
-        return self.packer.add(samples)
+        return self._counted(self.packer.add(samples))
 
     def flush(self) -> Packs:
-        return self.packer.flush()
+        return self._counted(self.packer.flush())
+
+    def _counted(self, packs: Packs) -> Packs:
+        masks = [rows for rows in packs.arrays.values() if rows.dtype == np.bool_]
+        if masks and len(packs):
+            self.untrained_packs += int(np.count_nonzero(~masks[0].any(axis=1)))
+        return packs
 
 
 class BfdStage:
     whole_samples = True
+    untrained_packs = 0  # whole samples, each with a trained token: never a pack without one
 
     def __init__(self, layout: KeyLayout, pack_size: int, pad_value: int, window: int) -> None:
         self.groups = layout.pack_groups()

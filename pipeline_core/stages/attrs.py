@@ -56,6 +56,7 @@ def _pack_attrs(options: CacheOptions, stats: CacheStats, pad_value: int | None)
         "pack_fill": stats.pack_fill,
         "lower_bound_packs": stats.lower_bound_packs,
         "pack_truncated": stats.pack_truncated,
+        "untrained_packs": stats.untrained_packs,
         "position_ids_restart": {"concat": "document_and_pack", "bfd": "document"}.get(stats.packing, ""),
         STORAGE_ATTR: options.position_ids if packed else "",
     }

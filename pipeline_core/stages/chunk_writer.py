@@ -59,6 +59,8 @@ class ChunkWriter:
         if self.megatron is not None:
             self.megatron.finish()
             self.stats.megatron_keys = self.megatron.kept_keys()
+        packer = getattr(self.h5 or self.megatron, "packer", None)
+        self.stats.untrained_packs = packer.untrained_packs if packer is not None else 0
 
     def close(self, attrs: dict) -> None:
         """Attributes, then ``complete``, then the Megatron files (see the module docstring)."""

@@ -40,6 +40,7 @@ class CacheStats:
     packing: str = "none"  # "concat" or "bfd" when packed
     lower_bound_packs: int = 0  # ceil(packed tokens / pack_size): no packer can use fewer packs
     pack_truncated: int = 0  # samples cut to pack_size by bfd (overflow='truncate')
+    untrained_packs: int = 0  # packs whose loss mask is all False (concat; see packing.stage.ConcatStage)
     sentences_written: int = 0  # with split_sentences
     deferred_keys: list[str] = field(default_factory=list)  # deferred keys kept in the HDF5 (fractional)
     megatron_keys: list[str] = field(default_factory=list)

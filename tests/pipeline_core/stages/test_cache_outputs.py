@@ -272,3 +272,36 @@ def test_inputs_that_would_share_an_output_name_are_refused_before_anything_is_w
     message = str(refused.value)
     assert inputs[0] in message and inputs[1] in message and "x.h5" in message and "rename one of them" in message
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def _untrained_stream_packs(masks: Ragged, pack_size: int) -> int:
+    """Cut the samples' masks, laid end to end, every pack_size tokens: the pieces with no True."""
+    stream = masks.values
+    tail = -stream.size % pack_size
+    rows = np.concatenate([stream, np.zeros(tail, dtype=bool)]).reshape(-1, pack_size)
+    return int(np.count_nonzero(~rows.any(axis=1)))
+
+
+def test_concat_counts_the_packs_that_hold_no_trained_token(trained, llamafactory, tmp_path):
+    rows = alpaca_rows(llamafactory)[:200]
+    rows[5]["query"] = " ".join(["a long prompt"] * 200)  # a prompt that fills several packs alone
+    processor = ProcessorFactory.create("sft", trained)
+    options = CacheOptions(pack_size=64, pad_value=trained.pad_token_id, packing="concat")
+    stats = cache_file(str(write_jsonl(tmp_path / "a.jsonl", rows)), str(tmp_path / "o"), processor, options)
+    want = _untrained_stream_packs(processor.process_batch(rows).samples["loss_mask"], 64)
+    packed = read_packed(stats.output_url)
+    assert want >= 3  # row 5's prompt alone fills packs
+    assert stats.untrained_packs == want == int(np.count_nonzero(~packed["loss_mask"].any(axis=1)))
+    assert read_attrs(stats.output_url)["untrained_packs"] == want
+
+
+def test_bfd_and_pretraining_packs_are_never_untrained(trained, llamafactory, tmp_path):
+    rows = alpaca_rows(llamafactory)[:100]
+    sft = ProcessorFactory.create("sft", trained, max_length=60, overflow="truncate")
+    options = CacheOptions(pack_size=64, pad_value=trained.pad_token_id, packing="bfd")
+    stats = cache_file(str(write_jsonl(tmp_path / "a.jsonl", rows)), str(tmp_path / "o"), sft, options)
+    assert stats.packs > 0 and stats.untrained_packs == 0
+    pt = ProcessorFactory.create("pt", trained)
+    texts = write_jsonl(tmp_path / "t.jsonl", [{"text": r["query"]} for r in rows])
+    stats = cache_file(str(texts), str(tmp_path / "p"), pt, CacheOptions(pack_size=64, pad_value=0))
+    assert stats.packs > 0 and stats.untrained_packs == 0
