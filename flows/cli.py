@@ -256,8 +256,12 @@ def sample(
 ) -> None:
     """Write the shipped sample (data + a tokenizer trained on it + run.yaml) and run it."""
     from flows.sample import write_sample
+    from pipeline_core.errors import ConfigError
 
-    config = write_sample(output, rows)
+    try:
+        config = write_sample(output, rows)
+    except ConfigError as e:
+        _fail(str(e), 2)
     typer.echo(f"sample written: {config}")
     if run_it:
         run(config, [])

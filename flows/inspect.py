@@ -21,6 +21,33 @@ def tokenizer_path_from_run_record(file_url: str) -> str | None:
     return (config.get("tokenizer") or config.get("cache", {}).get("tokenizer") or {}).get("path")
 
 
+def tokenizer_of_file(path: str, attrs: dict):
+    """(the tokenizer at ``path`` with the roles the file records, None) when its fingerprint is the
+    file's ``tokenizer_fingerprint``, else (None, why not): ids decoded with another tokenizer read
+    as plausible text that is not what the file holds."""
+    from pipeline_core.tokenizer.auto import ROLES, AutoTokenizer
+
+    plain = AutoTokenizer.from_file(path)
+    roles = {f"{r}_token": _token_of(plain, attrs.get(f"{r}_id", -1)) for r in ROLES}
+    tokenizer = AutoTokenizer.from_file(path, **roles)  # a None role is unset (the file has none)
+    recorded = attrs.get("tokenizer_fingerprint")
+    if recorded is None or tokenizer.fingerprint == recorded:
+        return tokenizer, None
+    return None, (
+        f"the tokenizer at {path} is not the one this file was written with (fingerprint "
+        f"{tokenizer.fingerprint[:12]} != {str(recorded)[:12]}, vocab {tokenizer.vocab_size} against "
+        f"{attrs.get('vocab_size')}): pass --tokenizer with the tokenizer the run used"
+    )
+
+
+def _token_of(tokenizer, token_id) -> str | None:
+    """The token a role id names, None for -1 (no such role) or an id the tokenizer lacks."""
+    token_id = int(token_id)
+    if token_id < 0:
+        return None
+    return tokenizer.id_to_token(token_id)
+
+
 def sample_of(handle, key: str, index: int):
     if key + OFFSETS_SUFFIX in handle:
         offsets = handle[key + OFFSETS_SUFFIX]
@@ -52,13 +79,12 @@ def describe_file(url: str, tokenizer_path: str | None = None, index: int = 0) -
         if not main and attrs.get("samples_written") == 0 or main and not 0 <= index < count:
             lines.append(f"(no sample {index}: the file holds {count})" if count else "(no samples: nothing to decode)")
         elif main and path:
-            from pipeline_core.tokenizer.auto import AutoTokenizer
-
+            tokenizer, problem = tokenizer_of_file(path, attrs)
             ids = sample_of(f, main, index)
-            lines += [
-                f"sample {index} ({main}, {len(ids)} tokens):",
-                AutoTokenizer.from_file(path).decode(ids.tolist()),
-            ]
+            if problem:
+                lines.append(f"(sample {index} not decoded: {problem})")
+            else:
+                lines += [f"sample {index} ({main}, {len(ids)} tokens):", tokenizer.decode(ids.tolist())]
         elif main:
             lines.append("(pass --tokenizer to decode a sample)")
     return "\n".join(lines)

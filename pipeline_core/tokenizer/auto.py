@@ -174,6 +174,9 @@ class AutoTokenizer:
     def token_to_id(self, token: str) -> int | None:
         return self._markup.token_to_id(token)
 
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._markup.id_to_token(token_id)
+
     @property
     def tokenizer_json(self) -> str:
         """The tokenizer.json text this tokenizer was built from."""
