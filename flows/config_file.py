@@ -59,12 +59,31 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> tuple[str, BaseM
     flow_name = config.pop("flow", "pipeline")
     if flow_name not in FLOWS:
         raise ConfigFileError(f"{path}: flow must be one of {', '.join(FLOWS)}, got {flow_name!r}")
-    if flow_name != "pipeline" and flow_name in config and len(config) == 1:
-        config = config[flow_name]  # a section named after the flow
+    if flow_name != "pipeline" and isinstance(config.get(flow_name), dict):
+        config = _the_section(path, flow_name, config)
     try:
         return flow_name, FLOWS[flow_name].model_validate(config)
     except ValidationError as e:
-        raise ConfigFileError(f"{path}: invalid {flow_name} config:\n{describe_errors(e)}") from e
+        hint = _stage_alone_hint(flow_name, config)
+        raise ConfigFileError(f"{path}: invalid {flow_name} config:\n{describe_errors(e)}{hint}") from e
+
+
+def _the_section(path: Path, flow_name: str, config: dict) -> dict:
+    """The parameters of a one-stage config written as a section named after its flow."""
+    beside = sorted(str(k) for k in config if k != flow_name)
+    if beside:
+        raise ConfigFileError(
+            f"{path}: a {flow_name} config holds its parameters at the top level or all in its "
+            f"'{flow_name}:' section, not both: move {', '.join(beside)} into the section"
+        )
+    return config[flow_name]
+
+
+def _stage_alone_hint(flow_name: str, config: dict) -> str:
+    stages = [k for k in ("export", "cache") if k in config]
+    if flow_name == "pipeline" and len(stages) == 1:
+        return f"\n  (to run the {stages[0]} stage alone, add 'flow: {stages[0]}')"
+    return ""
 
 
 def describe_errors(error: ValidationError) -> str:
