@@ -27,7 +27,7 @@ class DatasetCounts:
     """Rows of one dataset in a source. ``rows_read``/``rows_failed`` are filled in by the export."""
 
     name: str
-    rows_available: int | None = None  # rows after ``size``; None: streaming and not counted
+    rows_available: int | None = None  # rows it offers: all, or ``size`` when it has more; None: not counted
     rows_taken: int | None = None  # rows of the output drawn from it, repeats included
     rows_upsampled: int = 0  # of rows_taken, the repeats beyond one pass over the data
     weight: float | None = None

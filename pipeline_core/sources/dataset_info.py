@@ -19,7 +19,9 @@ lists those with the reason); a selected entry that cannot be loaded is a ``Conf
 - conversion: v1's ``converter`` or v0's ``formatting``/``columns``/``tags``/``ranking`` (see
   ``converters.dataset_info``). An entry with none of them is alpaca in a JSON file (as in
   LLaMA-Factory v0) and passes through unchanged in a YAML file (v1: already standard samples).
-- sampling: ``size``, ``shuffle``, ``weight``, ``streaming`` (see ``sources.mixing``).
+- sampling: ``size``, ``shuffle``, ``weight``, ``streaming``. As in LLaMA-Factory v1 a dataset
+  gives int(size (else its rows) x weight (else 1)) rows, each dataset on its own (see
+  ``sources.mixing``).
 
 Unknown keys are errors (of the entry, when it is used).
 """
@@ -60,8 +62,8 @@ class DatasetEntry:
     converter: tuple[str, dict[str, Any]] | None = None
     split: str = "train"
     subset: str | None = None
-    size: int | None = None
-    weight: float | None = None
+    size: int | None = None  # rows to give before weight; may exceed the data's rows (then some repeat)
+    weight: float | None = None  # multiplies the rows it gives; as written (an int stays an int, as in LF)
     shuffle: bool = False
     streaming: bool = False
 
@@ -227,7 +229,7 @@ def _weight(name: str, value: Any) -> float | None:
         raise ConfigError(
             f"dataset {name!r}: weight must be a positive number (drop the entry to leave it out), got {value!r}"
         )
-    return float(value)
+    return value  # not float(value): int(rows * 3) must stay exact, as LLaMA-Factory computes it
 
 
 def _flag(name: str, raw: Mapping, key: str) -> bool:

@@ -1,18 +1,20 @@
-"""Seeded, deterministic mixing of datasets by weight. Pure numpy: it decides which rows go where
-and reads nothing. Memory is O(datasets + one block) whatever the row counts.
+"""Seeded, deterministic mixing of datasets. Pure numpy: it decides which rows go where and reads
+nothing. Memory is O(datasets + one block) whatever the row counts.
 
-Counts. Dataset i offers n_i rows (after ``size``); weight w_i sets its share of the output. Without
-a ``total`` the output is the largest one in which every share fits its dataset:
-T = min_i floor(n_i * W / w_i) (W = sum of weights), so the scarcest dataset relative to its weight
-is used whole and no row repeats. T is split into counts c_i by largest remainder in exact rational
-arithmetic (ties to the earlier dataset). Without weights every row is taken once (c_i = n_i).
+Counts follow LLaMA-Factory v1, dataset by dataset: c_i = int(s_i * w_i), where s_i is its ``size``
+(else its n_i rows) and w_i its ``weight`` (else 1, and then no product: c_i = s_i). The product
+is Python's: an int times a float rounded once, then truncated, so int(100 * 0.29) == 28 as in
+LLaMA-Factory, and a count may be 0 (int(3 * 0.1)). So ``weight`` multiplies a dataset's rows
+(weight 1.0 on 100 and 1000 rows gives 100 + 1000) and ``size`` may exceed the rows. A ``total``
+(an h5pipe extension) rescales these counts to ``total`` rows in proportion, by largest remainder
+in exact rational arithmetic (ties to the earlier dataset).
 
-Selection. A dataset with c_i <= n_i gives c_i of its rows without replacement (all of them when
-c_i = n_i). Only a ``total`` that asks for more than it has (c_i > n_i) upsamples it: floor(c_i / n_i)
-full passes plus c_i mod n_i further rows without replacement; the repeats are counted
-(``Selection.upsampled``). LLaMA-Factory v1 samples with replacement even at weight 1.0; this never
-repeats a row it does not have to. Within a dataset rows keep their order (ascending index, pass
-after pass), so a streaming dataset is read front to back.
+Selection is where h5pipe differs: LLaMA-Factory v1 draws with replacement (``random.choices``)
+even at weight 1.0; this never repeats a row it does not have to. A dataset with c_i <= n_i gives
+c_i of its rows without replacement (all of them when c_i = n_i); only c_i > n_i repeats rows:
+floor(c_i / n_i) full passes plus c_i mod n_i further rows without replacement, and the repeats
+are counted (``Selection.upsampled``). Within a dataset rows keep their order (ascending index,
+pass after pass), so a streaming dataset is read front to back.
 
 Subsets are stratified (``Subset``): among the first P rows, floor((P * k + r) / n) are taken (r
 seeded), and which ones inside each block of ``MIX_BLOCK`` rows is a seeded sample. So a subset
@@ -44,18 +46,33 @@ def generator(seed: int, stream: int, *key: int) -> np.random.Generator:
     return np.random.default_rng([seed, stream, *key])
 
 
-def mix_counts(rows: Sequence[int], weights: Sequence[float] | None = None, total: int | None = None) -> list[int]:
-    """Rows of each dataset in the mixed output (see the module docstring)."""
-    if weights is None:
-        if total is None:
-            return list(rows)
-        weights = rows
-    shares = [Fraction(w) for w in weights]
-    if sum(shares) <= 0:
-        raise ValueError("cannot split rows between datasets whose weights (or sizes) are all zero")
+def lf_count(rows: int, size: int | None = None, weight: float | None = None) -> int:
+    """LLaMA-Factory v1's row count for one dataset: ``size`` (else ``rows``) times ``weight``,
+    truncated. Deliberately the same Python arithmetic (int times float, then ``int``), not exact
+    rationals: int(100 * 0.29) is 28 there, so it is 28 here."""
+    base = rows if size is None else size
+    return base if weight is None else int(base * weight)
+
+
+def mix_counts(
+    rows: Sequence[int],
+    *,
+    sizes: Sequence[int | None] | None = None,
+    weights: Sequence[float | None] | None = None,
+    total: int | None = None,
+) -> list[int]:
+    """Rows of each dataset in the mixed output: its ``lf_count`` (a None size or weight: unset),
+    rescaled to ``total`` when one is given (see the module docstring)."""
+    sizes = sizes or [None] * len(rows)
+    weights = weights or [None] * len(rows)
+    if not len(rows) == len(sizes) == len(weights):
+        raise ValueError(f"rows, sizes and weights differ in length: {len(rows)}, {len(sizes)}, {len(weights)}")
+    counts = [lf_count(n, s, w) for n, s, w in zip(rows, sizes, weights)]
     if total is None:
-        total = min(floor(n * sum(shares) / w) for n, w in zip(rows, shares))
-    return apportion(total, shares)
+        return counts
+    if sum(counts) <= 0:
+        raise ValueError(f"cannot rescale to total={total}: every dataset's count is zero ({counts})")
+    return apportion(total, [Fraction(c) for c in counts])
 
 
 def apportion(total: int, shares: Sequence[Fraction]) -> list[int]:

@@ -1,11 +1,13 @@
 """Several datasets (the entries of a dataset_info file) as one Source, mixed by a seeded plan.
 
-Each entry first offers its rows: all of them, the first ``size``, or with ``shuffle: true`` a
-seeded sample of ``size`` without replacement (their file order is kept; ``shuffle`` only changes
-which rows ``size`` picks). Then ``mixing`` decides how many each contributes (``weight``, ``total``)
-and interleaves them. Planning a streaming dataset needs its row count: it is counted with one
-extra pass (bounded by ``size`` when that is set), except for a lone streaming entry, which is
-simply read through.
+Each entry contributes LLaMA-Factory v1's count of rows, ``size`` (else its rows) times ``weight``
+(else 1), truncated; a ``total`` rescales those counts (see ``mixing``). It takes them from the
+rows it offers: all of them, the first ``size``, or with ``shuffle: true`` a seeded sample of
+``size`` without replacement (their file order is kept; ``shuffle`` only changes which rows
+``size`` picks). A ``size`` beyond the rows offers them all, and the count repeats some (counted).
+Planning a streaming dataset needs its row count: it is counted with one extra pass (bounded by
+``size`` when that is set), except for a lone streaming entry with no ``size``, ``weight`` or
+``total``, which is simply read through.
 """
 
 from __future__ import annotations
@@ -21,17 +23,19 @@ from pipeline_core.errors import ConfigError
 from pipeline_core.sources.base import DatasetCounts, Record
 from pipeline_core.sources.dataset_info import DatasetEntry
 from pipeline_core.sources.fingerprint import digest
-from pipeline_core.sources.mixing import POOL, SELECT, Interleave, Selection, Subset, mix_counts
+from pipeline_core.sources.mixing import POOL, SELECT, Interleave, Selection, Subset, lf_count, mix_counts
 from pipeline_core.sources.single import ROW_BATCH, DatasetSource, RowsFromRecords
 
 log = logging.getLogger(__name__)
-MIX_VERSION = 1  # bump when the plan for the same inputs changes
+MAX_ROWS = 2**62  # positions are int64
+MIX_VERSION = 2  # bump when the plan for the same inputs changes (2: LLaMA-Factory v1 counts)
 
 
 @dataclass(slots=True)
 class Part:
     """One entry of the mixture: the ``rows`` it offers (the ``pool`` subset of its rows, or None for
-    the first ``rows``) and, once planned, its ``selection`` of them."""
+    the first ``rows``; fewer than ``size`` when the data has fewer) and, once planned, its
+    ``selection`` of them."""
 
     entry: DatasetEntry
     source: DatasetSource
@@ -54,7 +58,7 @@ class MixtureSource(RowsFromRecords):
         self.name, self.parts, self.seed, self.total = name, list(parts), seed, total
         self.not_loadable: dict[str, str] = {}  # set by open_source: unselected entries it could not load
         self.converters = {p.entry.name: p.source.converters[p.source.name] for p in self.parts}
-        planned = len(self.parts) > 1 or total is not None
+        planned = len(self.parts) > 1 or total is not None or _counted(self.parts[0].entry)
         for i, part in enumerate(self.parts):
             offer(part, seed, i, count_streams=planned)
         self.interleave = self._plan() if all(p.rows is not None for p in self.parts) else None
@@ -69,31 +73,22 @@ class MixtureSource(RowsFromRecords):
         return digest("mixture", MIX_VERSION, self.seed, self.total, entries)
 
     def records(self, start: int = 0, stop: int | None = None) -> Iterator[Record]:
-        if self.interleave is None:  # a lone streaming entry, read through up to its size
-            limits = [n for n in (stop, self.parts[0].entry.size) if n is not None]
-            return self.parts[0].source.records(start, min(limits, default=None))
+        if self.interleave is None:  # a lone streaming entry without size or weight: read through
+            return self.parts[0].source.records(start, stop)
         return self._mixed(start, self.interleave.total if stop is None else stop)
 
     def summary(self) -> dict[str, DatasetCounts]:
         return {p.entry.name: _counts(p) for p in self.parts}
 
     def _plan(self) -> Interleave:
-        weights = _weights(self.parts)
         rows = [p.rows for p in self.parts]
-        for part in self.parts:
-            if part.rows == 0 and weights is not None:
-                raise ConfigError(f"dataset {part.entry.name!r} has no rows to mix; remove it from the dataset_info")
-        counts = mix_counts(rows, weights, self.total)
+        sizes = [p.entry.size for p in self.parts]
+        counts = mix_counts(rows, sizes=sizes, weights=[p.entry.weight for p in self.parts], total=self.total)
+        if sum(counts) > MAX_ROWS:
+            raise ConfigError(f"{self.name}: the mixture would hold {sum(counts):,} rows; lower weight, size or total")
         for i, (part, count) in enumerate(zip(self.parts, counts)):
+            _check_count(part, count, self.total)
             part.selection = Selection.draw(part.rows, count, (self.seed, SELECT, i))
-            if part.selection.upsampled:
-                log.warning(
-                    "dataset %r: %d of %d rows are repeats (total=%s)",
-                    part.entry.name,
-                    part.selection.upsampled,
-                    count,
-                    self.total,
-                )
         return Interleave(counts, self.seed)
 
     def _mixed(self, start: int, stop: int) -> Iterator[Record]:
@@ -110,15 +105,14 @@ class MixtureSource(RowsFromRecords):
 
 
 def offer(part: Part, seed: int, index: int, *, count_streams: bool) -> None:
-    """Set ``part.rows``/``part.pool`` from ``size`` and ``shuffle`` (counting a stream if needed)."""
+    """Set ``part.rows``/``part.pool`` from ``size`` and ``shuffle`` (counting a stream if needed).
+    A ``size`` beyond the rows offers them all; the plan then repeats rows to reach the count."""
     size, length = part.entry.size, part.source.num_rows
     sampled = part.entry.shuffle and size is not None
     if length is None and (count_streams or sampled):
         length = count_rows(part.source, None if sampled else size)
     if length is None:
         return
-    if size is not None and size > length:
-        log.warning("dataset %r: size=%d but it has %d rows; taking them all", part.entry.name, size, length)
     if sampled and size < length:
         part.rows, part.pool = size, Subset.draw(length, size, (seed, POOL, index))
     else:
@@ -131,15 +125,41 @@ def count_rows(source: DatasetSource, limit: int | None) -> int:
     return sum(1 for _ in islice(source.records(), limit))
 
 
-def _weights(parts: Sequence[Part]) -> list[float] | None:
-    if len(parts) == 1:
-        return None
-    missing = [p.entry.name for p in parts if p.entry.weight is None]
-    if len(missing) == len(parts):
-        return None
-    if missing:
-        raise ConfigError(f"set weight on every dataset or on none; missing on {missing}")
-    return [p.entry.weight for p in parts]
+def _counted(entry: DatasetEntry) -> bool:
+    """Whether a lone entry's row count matters (else a stream is read through as it is)."""
+    return entry.size is not None or entry.weight is not None
+
+
+def _check_count(part: Part, count: int, total: int | None) -> None:
+    """Refuse a count from no rows; say when a dataset gives none of its rows or repeats some."""
+    name, why = part.entry.name, _arithmetic(part, total)
+    if count and not part.rows:
+        raise ConfigError(
+            f"dataset {name!r} has no rows but is to give {count} ({why}); remove it from the dataset_info or its size"
+        )
+    if not part.rows:
+        log.warning("dataset %r has no rows", name)
+    elif not count:
+        log.warning("dataset %r gives none of its %d rows (%s); raise its weight to include it", name, part.rows, why)
+    elif count > part.rows:
+        repeats = count - part.rows
+        log.warning(
+            "dataset %r: %d of the %d rows it gives are repeats (%s, from %d rows)",
+            name,
+            repeats,
+            count,
+            why,
+            part.rows,
+        )
+
+
+def _arithmetic(part: Part, total: int | None) -> str:
+    """How the count came about, as LLaMA-Factory v1 computes it: "int(size 250 x weight 0.5) = 125"."""
+    entry = part.entry
+    text = f"size {entry.size}" if entry.size is not None else f"{part.rows} rows"
+    if entry.weight is not None:
+        text = f"int({text} x weight {entry.weight}) = {lf_count(part.rows, entry.size, entry.weight)}"
+    return text if total is None else f"{text}, rescaled to total={total}"
 
 
 def _selected(part: Part, offset: int) -> Iterator[Record]:

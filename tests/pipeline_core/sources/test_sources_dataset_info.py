@@ -230,9 +230,11 @@ def test_entry_fields_and_path_resolution():
         False,
         ("alpaca", {}),
         10,
-        2.0,
+        2,
         True,
     )
+    assert type(a.weight) is int  # as written: int(rows * 2) stays exact, as LLaMA-Factory computes it
+    assert parse({"f": {"file_name": "f.json", "weight": 0.29}})[0].weight == 0.29
     assert (b.location, b.hub, b.split, b.subset, b.streaming, b.converter) == (
         "owner/b",
         True,
