@@ -62,6 +62,8 @@ class Processor(ABC):
     # each group is a length key followed by the keys aligned with it (same length per sample)
     groups: ClassVar[dict[str, tuple[str, ...]]]
     deferred_keys: ClassVar[tuple[str, ...]] = ()  # aligned keys kept only when informative
+    # deferred key -> the key it repeats when not informative (loss_weight all 0/1 is loss_mask)
+    deferred_stand_ins: ClassVar[dict[str, str]] = {}
     sample_keys: tuple[str, ...] = ()  # one value per sample, e.g. media references
     # several groups are the parts of one sample that share a pack (a DPO pair); else groups are
     # tokenized apart (pt's text_keys) and cannot be packed into one sequence
@@ -214,6 +216,11 @@ class ProcessorFactory:
             return klass
 
         return add
+
+    @classmethod
+    def deferred_stand_ins(cls) -> dict[str, str]:
+        """Every registered processor's deferred key -> the key whose values it then repeats."""
+        return {k: v for klass in cls._registry.values() for k, v in klass.deferred_stand_ins.items()}
 
     @classmethod
     def _class(cls, type_name: str) -> ProcessorClass:

@@ -30,6 +30,7 @@ SIDES = ("chosen", "rejected")
 class DPOProcessor(Processor):
     groups = {side: (side, f"{side}_mask", f"{side}_weight") for side in SIDES}
     deferred_keys = ("chosen_weight", "rejected_weight")
+    deferred_stand_ins = {f"{side}_weight": f"{side}_mask" for side in SIDES}
     paired = True
     default_strategy = "chatml"
 

@@ -33,6 +33,7 @@ from pipeline_core.processors.turns import name_turns, turn_numbers
 class SFTProcessor(Processor):
     groups = {"sequence": ("sequence", "loss_mask", "loss_weight")}
     deferred_keys = ("loss_weight",)
+    deferred_stand_ins = {"loss_weight": "loss_mask"}
     default_strategy = "chatml"
 
     def __init__(

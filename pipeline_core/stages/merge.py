@@ -6,8 +6,9 @@ The chunks come from the folder's manifest, in the natural order of their inputs
 cache run read them); each chunk's files are the ``{stem}_{key}_{level}.bin/.idx`` (see
 ``formats.megatron.output``) its manifest entry lists, never whatever else lies in the folder (a
 file an earlier run left, of a key or level this run did not write, is no part of the output).
-Every key all chunks share is merged, streaming (one chunk at a time in memory), into
-``{prefix}_{key}_{level}``. The prefix's folder is created and gets its own
+Every key is merged, streaming (one chunk at a time in memory), into ``{prefix}_{key}_{level}``;
+a deferred key (``loss_weight``) that a chunk left out because its values were all 0 or 1 is made
+there from the key it then repeats (``Processor.deferred_stand_ins``: ``loss_mask``). The prefix's folder is created and gets its own
 ``h5pipe-manifest.json`` (stage ``merge``) listing the merged files with their sha256, so
 ``h5pipe verify`` checks them like any output; it must not be the input folder, whose manifest
 belongs to the cache run.
@@ -21,6 +22,7 @@ import re
 from pipeline_core.commit.manifest import Manifest, ManifestEntry, load_manifest, save_manifest
 from pipeline_core.errors import ConfigError
 from pipeline_core.formats.megatron.output import LEVELS, merge_megatron
+from pipeline_core.processors import ProcessorFactory
 from pipeline_core.stages.outputs import output_stem
 from pipeline_core.storage.fs import join_url, natural_key, url_to_fs
 from pipeline_core.storage.hashing import file_digest
@@ -36,7 +38,7 @@ def merge_output(input_dir: str, out_prefix: str, storage_options: dict | None =
             f"merge into another folder than the chunks' ({input_dir}): its manifest lists the cache run's outputs"
         )
     maps = chunk_prefixes(input_dir, storage_options)
-    merged = merge_megatron(maps, str(out_prefix), storage_options)
+    merged = merge_megatron(maps, str(out_prefix), storage_options, ProcessorFactory.deferred_stand_ins())
     _record(out_dir, input_dir, merged, len(maps), storage_options)
     return merged
 

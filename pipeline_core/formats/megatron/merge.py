@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from pipeline_core.formats.megatron._publish import PairPaths, sync
-from pipeline_core.formats.megatron.format import IndexHeader, write_index
+from pipeline_core.formats.megatron.format import IndexHeader, pointer_blocks, write_index
 from pipeline_core.formats.megatron.reader import IndexedReader, check_indexed
 
 DEFAULT_BLOCK_BYTES = 64 << 20
@@ -33,6 +33,36 @@ def merge_indexed(
     try:
         _copy_bins(sources, out.bin_tmp, block_bytes)
         header = _write_merged_index(sources, out.idx_tmp, max(block_bytes // 8, 1))
+        out.publish()
+    except BaseException:
+        out.discard()
+        raise
+    return header
+
+
+def retyped_copy(
+    source_prefix: str | os.PathLike,
+    out_prefix: str | os.PathLike,
+    dtype,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> IndexHeader:
+    """Write ``out_prefix`` with ``source_prefix``'s sequences and documents, every value cast to
+    ``dtype`` (a 0/1 loss mask as the float loss weight it stands in for); streamed in blocks."""
+    source = check_indexed(source_prefix)
+    dtype = np.dtype(dtype)
+    header = IndexHeader(dtype, len(source), source.header.document_index_count)
+    out = PairPaths(os.fspath(out_prefix))
+    block = max(block_bytes // max(dtype.itemsize, source.dtype.itemsize), 1)
+    try:
+        with open(out.bin_tmp, "wb") as fh:
+            for part in _blocks(source.values, block):
+                fh.write(part.astype(dtype).tobytes())
+            sync(fh)
+        with open(out.idx_tmp, "wb") as fh:
+            lengths = list(_blocks(source.sequence_lengths, block))
+            write_index(fh, header, lengths, pointer_blocks(lengths, dtype.itemsize), [source.document_indices])
+            sync(fh)
         out.publish()
     except BaseException:
         out.discard()

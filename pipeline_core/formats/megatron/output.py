@@ -31,7 +31,8 @@ import numpy as np
 
 from pipeline_core.formats.deferred import is_fractional
 from pipeline_core.formats.keys import SENTENCE_LENGTHS, KeyLayout, sentence_items
-from pipeline_core.formats.megatron import IndexedWriter, choose_dtype, merge_indexed
+from pipeline_core.formats.megatron import IndexedReader, IndexedWriter, choose_dtype, merge_indexed
+from pipeline_core.formats.megatron.merge import retyped_copy
 from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
 from pipeline_core.storage.fs import is_local, join_url, remove_quietly, staging_tag, url_to_fs
 
@@ -137,25 +138,36 @@ def publish_pair(local_prefix: str, url_prefix: str, storage_options: dict | Non
 
 
 def merge_megatron(
-    prefix_maps: Sequence[Mapping[str, str]], out_prefix: str, storage_options: dict | None = None
+    prefix_maps: Sequence[Mapping[str, str]],
+    out_prefix: str,
+    storage_options: dict | None = None,
+    stand_ins: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Join per-chunk outputs (``CacheStats.megatron_prefixes``, in order) key by key into
     ``{out_prefix}_{key}_{level}`` (the chunks' level: ``document`` or ``sentence``); streaming (see
     ``merge_indexed``). Chunks that wrote nothing (no sample survived) are skipped. The output's
-    folder is created. Returns {key: merged prefix URL}."""
+    folder is created. Returns {key: merged prefix URL}.
+
+    A deferred key (``loss_weight``) is written only by the chunks where it is fractional; elsewhere
+    it equals the key ``stand_ins`` names (``loss_mask``: weights all 0 or 1), so a chunk without it
+    gives that key's values cast to the deferred key's dtype. Any other difference in keys is refused."""
     maps = [m for m in prefix_maps if m]
     keys = sorted({k for m in maps for k in m})
-    for i, m in enumerate(maps):
-        if set(m) != set(keys):
-            raise ValueError(
-                f"chunk {i} has megatron keys {sorted(m)} but others have {keys}; a deferred key (loss_weight) "
-                "is written only where fractional: merge the keys all chunks share by passing maps limited to them"
-            )
+    stand_ins = _stand_ins_needed(maps, keys, stand_ins or {})
     with tempfile.TemporaryDirectory(prefix="h5pipe-merge-") as tmp:
         merged = {}
         for key in keys:
-            local = [_local_prefix(m[key], tmp, f"{i}_{key}", storage_options) for i, m in enumerate(maps)]
-            merged[key] = f"{out_prefix}_{key}_{level_of(maps[0][key])}"
+            local = [
+                _local_prefix(m[key], tmp, f"{i}_{key}", storage_options) if key in m else None
+                for i, m in enumerate(maps)
+            ]
+            if None in local:  # a deferred key some chunks left out: made from its stand-in there
+                dtype = IndexedReader(next(p for p in local if p is not None)).dtype
+                local = [
+                    p or _made_up(maps[i], key, stand_ins[key], dtype, tmp, i, storage_options)
+                    for i, p in enumerate(local)
+                ]
+            merged[key] = f"{out_prefix}_{key}_{level_of(next(m[key] for m in maps if key in m))}"
             fs, path = url_to_fs(merged[key], storage_options)
             if is_local(fs):
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -169,6 +181,29 @@ def merge_megatron(
 def level_of(prefix: str) -> str:
     """``sentence`` for a ``..._sentence`` prefix, else ``document``."""
     return "sentence" if str(prefix).endswith("_sentence") else "document"
+
+
+def _stand_ins_needed(maps: list[Mapping[str, str]], keys: list[str], stand_ins: Mapping[str, str]) -> dict:
+    """The stand-in of each key some chunks lack; refuses a key no stand-in can make up."""
+    needed = {}
+    for i, m in enumerate(maps):
+        for key in set(keys) - set(m):
+            if stand_ins.get(key) not in m:
+                raise ValueError(
+                    f"chunk {i} has megatron keys {sorted(m)} but others have {keys}, and {key!r} has no key it "
+                    "stands for in that chunk; merge only folders written by one cache run (one processor, one "
+                    "output_format)"
+                )
+            needed[key] = stand_ins[key]
+    return needed
+
+
+def _made_up(m: Mapping[str, str], key: str, stand_in: str, dtype, tmp: str, i: int, storage_options) -> str:
+    """Chunk ``i``'s ``key`` as a local pair: its ``stand_in`` key's values cast to ``dtype``."""
+    source = _local_prefix(m[stand_in], tmp, f"{i}_{stand_in}", storage_options)
+    made = os.path.join(tmp, f"{i}_{key}_from_{stand_in}")
+    retyped_copy(source, made, dtype)
+    return made
 
 
 def _local_prefix(url_prefix: str, tmp: str, name: str, storage_options: dict | None) -> str:

@@ -47,6 +47,11 @@ class IndexedReader:
         return self.header.dtype
 
     @property
+    def values(self) -> np.ndarray:
+        """Every sequence's values back to back: the whole .bin, memory-mapped."""
+        return self._tokens
+
+    @property
     def document_count(self) -> int:
         return max(self.header.document_index_count - 1, 0)
 

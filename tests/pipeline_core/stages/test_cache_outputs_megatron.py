@@ -104,7 +104,7 @@ def test_merged_chunks_equal_the_concatenation(gpt2, c4_chunks, tmp_path, output
 
 
 def test_merge_refuses_chunks_with_different_keys(tmp_path):
-    with pytest.raises(ValueError, match="deferred key"):
+    with pytest.raises(ValueError, match="'loss_weight' has no key it stands for in that chunk"):
         merge_megatron([{"sequence": "a", "loss_weight": "b"}, {"sequence": "c"}], str(tmp_path / "all"))
 
 
@@ -128,3 +128,36 @@ def test_standing_output_is_the_recorded_idx_only_for_megatron_only_chunks(outpu
     from pipeline_core.stages.outputs import standing_output
 
     assert standing_output("s3://b/in/train_chunk_3.jsonl", "s3://b/out", output_format, recorded) == expected
+
+
+def _turns(i: int, weight: float) -> dict:
+    return {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "value": f"question {i}"}]},
+            {"role": "assistant", "content": [{"type": "text", "value": f"answer {i}"}], "loss_weight": weight},
+        ]
+    }
+
+
+def test_merge_makes_up_a_deferred_key_a_chunk_left_out_from_its_mask(trained, tmp_path):
+    """Chunk 0 has fractional weights (loss_weight written), chunk 1 only 0/1 ones (left out: it
+    equals loss_mask); the merged loss_weight holds every document's weights, read by megatron-core."""
+    processor = ProcessorFactory.create("sft", trained)
+    chunks = [[_turns(i, 0.5) for i in range(4)], [_turns(i, 1.0) for i in range(4, 9)]]
+    options = CacheOptions(output_format="megatron")
+    stats = [
+        cache_file(str(write_jsonl(tmp_path / f"c{i}.jsonl", rows)), str(tmp_path / "o"), processor, options)
+        for i, rows in enumerate(chunks)
+    ]
+    assert [sorted(s.megatron_prefixes) for s in stats] == [
+        ["loss_mask", "loss_weight", "sequence"],
+        ["loss_mask", "sequence"],
+    ]
+    maps = [s.megatron_prefixes for s in stats]
+    merged = merge_megatron(maps, str(tmp_path / "m" / "all"), stand_ins=ProcessorFactory.deferred_stand_ins())
+    weights, documents, dtype = megatron(merged["loss_weight"])
+    expected = [w.tolist() for rows in chunks for w in processor.process_batch(rows).samples["loss_weight"]]
+    assert weights == expected and documents == list(range(10))
+    assert np.dtype(dtype) == np.float32 and {0.5, 1.0} <= {w for s in weights for w in s}
+    masks, _, _ = megatron(merged["loss_mask"])
+    assert [[w > 0 for w in s] for s in weights] == [[bool(m) for m in s] for s in masks]
