@@ -6,6 +6,8 @@
       + "reasoning_content", "thinking": str   when the message has reasoning blocks (joined; both names,
                                                 as transformers aliases them for gpt-oss-style templates)
       + "tool_calls": [{"type": "function", "function": {"name": ..., "arguments": {...}}}, ...]
+      + "name", "tool_call_id": str            when the message has them (sample.MESSAGE_FIELDS), as the
+                                                row gave them, so a template that writes them renders them
 
 ``content`` joins the message's text blocks; media blocks are left out (the processor keeps them
 apart). ``tools`` blocks become the template's ``tools`` variable (one list of definitions), and a
@@ -19,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline_core.converters.sample import Message
+from pipeline_core.converters.sample import MESSAGE_FIELDS, Message
 from pipeline_core.converters.tools import parse_json
 from pipeline_core.errors import RowError
 
@@ -56,14 +58,15 @@ def template_message(message: Message, i: int) -> dict:
     ]
     if calls:
         out["tool_calls"] = calls
-    return out
+    return out | {key: message[key] for key in MESSAGE_FIELDS if key in message}
 
 
 def texts_of(message: Message) -> list[str]:
     """Every string of a message that the template writes: checked for special-token strings. A
     JSON block (tool calls, tools) counts twice: as written, and with its escapes undone, as a
-    template's ``tojson`` writes it back (``"\\u003c|im_end|\\u003e"`` renders as ``<|im_end|>``)."""
-    texts = []
+    template's ``tojson`` writes it back (``"\\u003c|im_end|\\u003e"`` renders as ``<|im_end|>``).
+    The message's ``name`` and ``tool_call_id`` count too."""
+    texts = [message[key] for key in MESSAGE_FIELDS if key in message]
     for b in message["content"]:
         if b["type"] in ("text", "reasoning"):
             texts.append(b["value"])

@@ -22,12 +22,17 @@ import numpy as np
 
 from pipeline_core.chat.pieces import Piece
 from pipeline_core.converters.media import MEDIA_KINDS
-from pipeline_core.converters.sample import Message
+from pipeline_core.converters.sample import MESSAGE_FIELDS, Message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.formats.ragged import Ragged, concat_ragged, tile_rows
 from pipeline_core.tokenizer.auto import AutoTokenizer
 
 MEDIA_TYPES = tuple(kind.block_type for kind in MEDIA_KINDS)
+# rule changed on 2026-12-06, in every built-in strategy's format_strings so outputs written before it
+# get other cache keys: v1 messages carry ``name`` and ``tool_call_id`` (converters/message_fields.py),
+# which the template strategy hands to the template, and rows with a tool_call_id, refused until
+# then, are rendered by every strategy
+MESSAGE_FIELDS_RULE = {"message_fields": ",".join(MESSAGE_FIELDS)}
 
 
 class PromptStrategy(ABC):

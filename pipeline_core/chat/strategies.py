@@ -30,7 +30,7 @@ import copy
 
 from pipeline_core.chat.markers import chatml_markers, eos_marker
 from pipeline_core.chat.pieces import Piece
-from pipeline_core.chat.prompt import PromptStrategy
+from pipeline_core.chat.prompt import MESSAGE_FIELDS_RULE, PromptStrategy
 from pipeline_core.chat.registry import StrategyFactory
 from pipeline_core.chat.turns import WRAPPED, BlockWrappers, TurnFormat, Wrap
 from pipeline_core.converters.sample import Message
@@ -61,7 +61,7 @@ class TurnStrategy(PromptStrategy):
 
     def format_strings(self) -> dict[str, str]:
         roles = {f"{r}_{end}": getattr(w, end) for r, w in self.turns.roles.items() for end in ("start", "end")}
-        return {**roles, **self.turns.blocks.format_strings()}
+        return {**roles, **self.turns.blocks.format_strings(), **MESSAGE_FIELDS_RULE}
 
 
 def _blocks(*starts_and_ends: str) -> BlockWrappers:
@@ -182,6 +182,7 @@ class AlpacaStrategy(TurnStrategy):
             "response_start": self.response_start,
             "response_suffix": self.response_suffix_text,
             **{k: v for k, v in super().format_strings().items() if k.startswith(("system_", "tool_", *WRAPPED))},
+            **MESSAGE_FIELDS_RULE,
         }
 
 

@@ -51,7 +51,7 @@ from typing import Literal
 from pipeline_core.chat.frames import MAX_SHAPES, Shape, ShapeFrame, compile_frame, shape_of
 from pipeline_core.chat.messages import TemplateConversation, template_conversation, texts_of
 from pipeline_core.chat.pieces import Piece
-from pipeline_core.chat.prompt import PromptStrategy
+from pipeline_core.chat.prompt import MESSAGE_FIELDS_RULE, PromptStrategy
 from pipeline_core.chat.registry import StrategyFactory
 from pipeline_core.chat.span_cuts import Span, cut_samples
 from pipeline_core.chat.template_choice import checked_kwargs, chosen_templates
@@ -118,6 +118,7 @@ class TemplateStrategy(TemplateSpans, PromptStrategy):
         # JSON blocks are checked for special tokens with their escapes undone (messages.texts_of),
         # and a trained non-assistant turn is placed by a probe render (template_spans._other_span)
         out["special_token_check"] = "json_unescaped"
+        out |= MESSAGE_FIELDS_RULE  # a message's name and tool_call_id reach the template (prompt.py)
         if self.trained_roles != {"assistant"}:
             out["other_turn_spans"] = "probe"
         return out

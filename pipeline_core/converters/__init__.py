@@ -22,10 +22,12 @@ from pipeline_core.converters.pair import PairColumns, PairConverter
 from pipeline_core.converters.registry import Converter, ConverterFactory
 from pipeline_core.converters.sample import (
     CONTENT_TYPES,
+    MESSAGE_FIELDS,
     ROLES,
     ContentBlock,
     ContentType,
     Message,
+    MessageFields,
     PairSample,
     Role,
     SFTSample,
@@ -42,6 +44,7 @@ from pipeline_core.converters.text import TextConverter
 __all__ = [
     "CONTENT_TYPES",
     "MEDIA_KINDS",
+    "MESSAGE_FIELDS",
     "ROLES",
     "AlpacaColumns",
     "AlpacaConverter",
@@ -51,6 +54,7 @@ __all__ = [
     "ConverterFactory",
     "MediaKind",
     "Message",
+    "MessageFields",
     "MessagesConverter",
     "OpenAIColumns",
     "OpenAIConverter",

@@ -2,16 +2,18 @@
 
 Accepts an SFT sample ``{"messages": [...]}`` or a pair ``{"chosen_messages", "rejected_messages"}``.
 Only the standard keys are kept: role, content and loss_weight on messages, the message lists on
-the sample, and what a chat template renders, carried as blocks:
+the sample, and what a chat template renders:
 
 - a row-level ``tools`` (LLaMA-Factory v1's JSON string, or a list) -> a ``tools`` block in the
   leading system message (one is added when there is none), as every other converter does;
 - ``{"type": "tool_call", "value": json}`` (LLaMA-Factory v1's spelling) -> a ``tool_calls`` block;
 - a message-level ``tool_calls`` list (the OpenAI shape) -> ``tool_calls`` blocks after the content,
-  and ``reasoning_content`` -> a ``reasoning`` block before it.
+  and ``reasoning_content`` -> a ``reasoning`` block before it;
+- ``name`` (any message) and ``tool_call_id`` (a tool message) -> kept on the message as they are
+  (message_fields.py), as the openai converter writes them, so exported rows read back unchanged.
 
-A message field that a template would render but that has no block (``function_call``,
-``tool_call_id``) is a RowError (``uncarried_field``): the row is never rendered without it.
+A message field that a template would render but that is not carried (``function_call``) is a
+RowError (``uncarried_field``): the row is never rendered without it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pipeline_core.converters.fields import (
     required_str,
     required_turns,
 )
+from pipeline_core.converters.message_fields import carries_field, message_fields
 from pipeline_core.converters.prelude import with_system
 from pipeline_core.converters.registry import ConverterFactory
 from pipeline_core.converters.sample import (
@@ -46,7 +49,7 @@ from pipeline_core.errors import RowError
 
 _ROLES = {role: role for role in ROLES}
 PAIR_KEYS = ("chosen_messages", "rejected_messages")
-UNCARRIED = ("function_call", "tool_call_id")
+UNCARRIED = ("function_call",)
 
 
 def validate_message(value: Any, field: str) -> Message:
@@ -56,7 +59,8 @@ def validate_message(value: Any, field: str) -> Message:
     blocks = required_list(msg, "content", f"{field}.content")
     content = [c for j, b in enumerate(blocks) for c in _validate_block(b, f"{field}.content[{j}]")]
     content = _reasoning(msg, field) + content + message_tool_calls(msg, role, field)
-    return message(role, content, _loss_weight(msg.get("loss_weight"), f"{field}.loss_weight"))
+    weight = _loss_weight(msg.get("loss_weight"), f"{field}.loss_weight")
+    return message(role, content, weight, message_fields(msg, role, field))
 
 
 def validate_messages(row: Mapping[str, Any], key: str) -> list[Message]:
@@ -70,8 +74,8 @@ def _refuse_uncarried(msg: Mapping[str, Any], field: str) -> None:
         if msg.get(key) is not None:
             raise RowError(
                 "uncarried_field",
-                f"{field}.{key} is rendered by chat templates but has no v1 content block; convert it "
-                "(function_call -> a tool_calls list, tool results -> a 'tool' message) or drop the field",
+                f"{field}.{key} is rendered by chat templates but not carried by v1 messages; write the "
+                "legacy function_call as a tool_calls list on the message, or drop the field",
                 f"{field}.{key}",
             )
 
@@ -110,6 +114,8 @@ def _loss_weight(value: Any, field: str) -> float | None:
 @ConverterFactory.register("messages")
 @dataclass(frozen=True, slots=True)
 class MessagesConverter:
+    carries: tuple[str, ...] = carries_field()
+
     def __call__(self, row: Mapping[str, Any]) -> dict[str, list[Message]]:
         row = as_row(row)
         keys = PAIR_KEYS if "messages" not in row and any(k in row for k in PAIR_KEYS) else ("messages",)

@@ -3,6 +3,8 @@
 ``content`` may be a string, null (an assistant turn that only calls tools) or a list of OpenAI
 content parts (``text``, ``image_url``, ``video_url``, ``audio_url``). ``reasoning_content`` on an
 assistant turn becomes a ``reasoning`` block ahead of its text; ``tool_calls`` follow the text.
+A message's ``name`` and a tool message's ``tool_call_id`` are carried as they are
+(message_fields.py), for the chat templates that write them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pipeline_core.converters.fields import (
     required_turns,
 )
 from pipeline_core.converters.media import attach_media
+from pipeline_core.converters.message_fields import carries_field, message_fields
 from pipeline_core.converters.options import override
 from pipeline_core.converters.prelude import with_system
 from pipeline_core.converters.registry import ConverterFactory
@@ -56,7 +59,7 @@ def openai_turn(turn: Any, field: str) -> Message:
     content += message_tool_calls(turn, role, field)
     if not content and turn.get("content") is None:
         raise RowError("missing_field", f"{field} has neither content nor tool_calls", f"{field}.content")
-    return message(role, content)
+    return message(role, content, fields=message_fields(turn, role, field))
 
 
 def openai_turns(turns: list[Any], field: str) -> list[Message]:
@@ -101,6 +104,7 @@ def _url(value: Any, field: str) -> str:
 @dataclass(frozen=True, slots=True)
 class OpenAIConverter:
     columns: OpenAIColumns = OpenAIColumns()
+    carries: tuple[str, ...] = carries_field()
 
     def __call__(self, row: Mapping[str, Any]) -> SFTSample:
         row, cols = as_row(row), self.columns

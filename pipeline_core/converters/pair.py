@@ -9,7 +9,8 @@ Both conversations are complete and share the prompt turns. Accepted shapes:
   ``{"role": "assistant", ...}``) or a list of turns continuing the prompt;
 - no prompt and ``chosen``/``rejected`` as full conversations (lists of turns).
 
-``system``/``tools`` columns and media columns apply to both sides.
+``system``/``tools`` columns and media columns apply to both sides. OpenAI and v1 turns keep their
+``name`` and a tool turn its ``tool_call_id`` (message_fields.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pipeline_core.converters.fields import (
     required_turns,
 )
 from pipeline_core.converters.media import attach_media
+from pipeline_core.converters.message_fields import carries_field
 from pipeline_core.converters.options import override
 from pipeline_core.converters.prelude import with_system
 from pipeline_core.converters.registry import ConverterFactory
@@ -63,6 +65,7 @@ class PairConverter:
     columns: PairColumns = PairColumns()
     tags: ShareGPTTags | None = None  # set: every turn is read as ShareGPT with these tags
     turn_order: bool = False  # a ShareGPT prompt follows LLaMA-Factory's turn order (sharegpt.check_turn_order)
+    carries: tuple[str, ...] = carries_field()  # an OpenAI or v1 turn's name/tool_call_id (turns.py)
 
     def __call__(self, row: Mapping[str, Any]) -> PairSample:
         row, cols = as_row(row), self.columns

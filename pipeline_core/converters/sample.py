@@ -7,6 +7,13 @@
 A message's content is an ordered list of typed blocks, so text, media references, tool
 definitions and tool calls keep their relative order. A preference pair is two complete
 conversations, ``{"chosen_messages": [...], "rejected_messages": [...]}``, that share their prompt.
+
+A message may also carry the fields of ``MESSAGE_FIELDS``, which are no content but which a chat
+template may write: ``name`` (any message: who speaks, as OpenAI's ``name``) and ``tool_call_id``
+(a tool message: the call it answers). They are strings, present only when the data has them,
+and handed to the template as they are (chat/messages.py):
+
+    {"role": "tool", "content": [{"type": "text", "value": "21"}], "loss_weight": 0.0, "tool_call_id": "call_7"}
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ CONTENT_TYPES: tuple[str, ...] = (
     "audio_url",
     "video_url",
 )
+MESSAGE_FIELDS: tuple[str, ...] = ("name", "tool_call_id")
 
 
 class ContentBlock(TypedDict):
@@ -33,7 +41,14 @@ class ContentBlock(TypedDict):
     value: str
 
 
-class Message(TypedDict):
+class MessageFields(TypedDict, total=False):
+    """The optional fields of a message (MESSAGE_FIELDS); absent when the data has none."""
+
+    name: str
+    tool_call_id: str
+
+
+class Message(MessageFields):
     role: Role
     content: list[ContentBlock]
     loss_weight: float
@@ -61,9 +76,11 @@ def block(kind: ContentType, value: str) -> ContentBlock:
     return {"type": kind, "value": value}
 
 
-def message(role: Role, content: list[ContentBlock], loss_weight: float | None = None) -> Message:
+def message(
+    role: Role, content: list[ContentBlock], loss_weight: float | None = None, fields: MessageFields | None = None
+) -> Message:
     weight = default_loss_weight(role) if loss_weight is None else float(loss_weight)
-    return {"role": role, "content": content, "loss_weight": weight}
+    return {"role": role, "content": content, "loss_weight": weight, **(fields or {})}
 
 
 def text_message(role: Role, text: str) -> Message:

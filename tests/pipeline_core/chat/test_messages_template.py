@@ -285,5 +285,10 @@ def test_template_describes_its_source(tok):
     processor = template_processor("sft", tok, CHATML_GENERATION)
     described = processor.describe()
     assert described["strategy"] == "template"
-    tokens = {"chat_template": CHATML_GENERATION, "mask": "generation", "special_token_check": "json_unescaped"}
+    tokens = {
+        "chat_template": CHATML_GENERATION,
+        "mask": "generation",
+        "special_token_check": "json_unescaped",
+        "message_fields": "name,tool_call_id",
+    }
     assert described["strategy_tokens"] == tokens

@@ -107,6 +107,30 @@ def test_messages_is_idempotent_on_converted_output(turns):
     assert convert("messages", convert("messages", sample)) == sample
 
 
+names = st.one_of(st.none(), texts)
+
+
+@st.composite
+def openai_turns_with_fields(draw):
+    """OpenAI turns with an optional name on any turn and an optional tool_call_id on tool turns."""
+    turns = []
+    for role, content in draw(openai_turns):
+        turn = {"role": role, "content": content, "name": draw(names)}
+        if role == "tool":
+            turn["tool_call_id"] = draw(names)
+        turns.append(turn)
+    return turns
+
+
+@fast
+@given(openai_turns_with_fields())
+def test_openai_fields_are_kept_and_read_back_unchanged(turns):
+    sample = convert("openai", {"messages": turns})
+    given_fields = [{k: v for k, v in t.items() if k in ("name", "tool_call_id") and v is not None} for t in turns]
+    assert [{k: m[k] for k in ("name", "tool_call_id") if k in m} for m in sample["messages"]] == given_fields
+    assert convert("messages", json.loads(json.dumps(sample))) == sample
+
+
 # --- media ----------------------------------------------------------------------------------------
 
 

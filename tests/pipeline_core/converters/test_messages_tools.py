@@ -48,7 +48,7 @@ def test_tool_call_blocks_of_llamafactory_v1_and_openai_tool_calls():
 
 UNCARRIED = [
     ({"role": "assistant", "content": [], "function_call": CALL}, "uncarried_field"),
-    ({"role": "tool", "content": [text("21")], "tool_call_id": "c1"}, "uncarried_field"),
+    ({"role": "user", "content": [text("21")], "tool_call_id": "c1"}, "invalid_tool_call"),
     ({"role": "user", "content": [text("q")], "tool_calls": [CALL]}, "invalid_tool_call"),
     ({"role": "assistant", "content": [{"type": "tool_call", "value": "not json"}]}, "invalid_json"),
 ]
