@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pipeline_core.converters.messages import validate_messages
 from pipeline_core.converters.registry import ConverterFactory
-from pipeline_core.converters.sample import ROLES, Message, text_message
+from pipeline_core.converters.sample import MESSAGE_FIELDS, ROLES, Message, text_message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.processors.base import is_blank, require_text
 from pipeline_core.processors.media import MediaPolicy, check_policy, media_refs
@@ -132,7 +132,12 @@ def check_shared_prompt(chosen: Conversation, rejected: Conversation) -> None:
 
 def _prompt(conversation: Conversation) -> list[tuple]:
     first = next((i for i, w in enumerate(conversation.weights) if w > 0), len(conversation.messages))
-    return [(m["role"], m["content"]) for m in conversation.messages[:first]]
+    return [(m["role"], m["content"], _fields(m)) for m in conversation.messages[:first]]
+
+
+def _fields(message: Message) -> tuple:
+    """The message's name and tool_call_id: a template may write them, so they are prompt too."""
+    return tuple(message.get(key) for key in MESSAGE_FIELDS)
 
 
 class ConversationReader:

@@ -165,9 +165,14 @@ def test_dpo_pairs_must_share_their_prompt(trained, llamafactory):
         "chosen_messages": other["chosen_messages"],
         "rejected_messages": [turn("user", "2+2?"), turn("assistant", "5")],
     }
-    batch = processor.process_batch([other, same, longer])
+    named = {
+        "chosen_messages": [{**turn("user", "2+2?"), "name": "ann"}, turn("assistant", "4")],
+        "rejected_messages": [{**turn("user", "2+2?"), "name": "bob"}, turn("assistant", "5")],
+    }  # a template that writes message.name renders two prompts
+    batch = processor.process_batch([other, same, longer, named])
     assert [(i, e.reason, e.field) for i, e in batch.errors] == [
         (0, "prompt_mismatch", "rejected_messages[0]"),
         (2, "prompt_mismatch", "rejected_messages[0]"),
+        (3, "prompt_mismatch", "rejected_messages[0]"),
     ]
     assert batch.n_samples == 1
