@@ -6,6 +6,8 @@ one reuse rule, ``standing.still_stands``, by sha256: what verify reports bad a 
 start at 0, never decrease and end at the data length, counts equal the attributes, and every row
 is accounted for (``row_problems``), with one line per skipped row and per dropped sample in its
 quarantine file ``{stem}.errors.jsonl`` (a writer killed between the two publishes leaves them apart).
+A packed file's contents follow the packers' rules too (``formats.pack_check``: boundaries, ids,
+padding, position ids).
 
 Temporary files (see ``sweep``) are reported when their writer is gone; a live writer's are not
 the folder's problem. Damaged HDF5 files raise all sorts of errors inside h5py: each one is a
@@ -22,6 +24,7 @@ from pipeline_core.commit.manifest import MANIFEST, ManifestError, load_manifest
 from pipeline_core.commit.standing import Published, still_stands
 from pipeline_core.commit.sweep import is_temp_name, stale_temps
 from pipeline_core.formats.h5 import COMPLETE_ATTR, OFFSETS_SUFFIX, decode_attr, open_h5
+from pipeline_core.formats.pack_check import packed_problems
 from pipeline_core.formats.positions import POSITION_IDS, STORAGE_ATTR
 from pipeline_core.storage.fs import fetch_files, join_url, url_to_fs
 
@@ -83,7 +86,7 @@ def _structure_problems(f) -> list[str]:
     problems += _count_problems(f, attrs, [k for k in keys if k in f])
     problems += _position_problems(f, attrs)
     problems += row_problems(attrs)
-    return problems
+    return problems or packed_problems(f, attrs)  # the packs' contents, once their shapes agree
 
 
 def row_problems(attrs: dict) -> list[str]:
