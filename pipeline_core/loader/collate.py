@@ -12,6 +12,13 @@ without one they find the documents from ``position_ids`` (0 at every document s
 stay a [B, pack_size] tensor; ``cu_seqlens`` (one tensor per pack, of its own length) is a list
 of B tensors. Other token keys (DPO's ``chosen``/``rejected``) are padded the same way with
 ``{key}_attention_mask``.
+
+flash-attention finds a pack's documents from ``position_ids`` only at batch size 1. With
+``flash_attn_kwargs=True`` a packed batch also carries ``cu_seq_lens_q``/``cu_seq_lens_k`` (int32)
+and ``max_length_q``/``max_length_k`` for the whole batch flattened into one row, exactly as
+transformers derives them from flattened ``position_ids`` (a boundary wherever a position is 0,
+so each pad is a segment of its own), which transformers' flash-attention path takes at any batch
+size. Off by default: models that are not transformers' reject unknown keyword arguments.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ class H5Collate:
     ``H5Dataset.collate`` with the pad id the files were written with."""
 
     pad_id: int = 0
+    flash_attn_kwargs: bool = False  # packed batches: cu_seq_lens_q/k and max_length_q/k (module doc)
 
     def __call__(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor | list[torch.Tensor]]:
         if not items:
@@ -46,6 +54,8 @@ class H5Collate:
         for key in items[0]:
             if key != CU_SEQLENS:
                 batch[RENAMED.get(key, key)] = torch.stack([it[key] for it in items])
+        if self.flash_attn_kwargs:
+            batch |= flash_kwargs(batch["position_ids"])
         return batch
 
     def _unpacked(self, items: Sequence[dict]) -> dict:
@@ -68,6 +78,16 @@ class H5Collate:
         if sample.dtype == torch.bool:
             return False
         return self.pad_id if is_token_key(key, sample) else 0
+
+
+def flash_kwargs(position_ids: torch.Tensor) -> dict:
+    """Varlen flash-attention boundaries of a ``[B, T]`` batch flattened to one row of ``B * T``: a
+    segment starts at every 0 position (every document, every pad) and the last ends at ``B * T``."""
+    flat = position_ids.reshape(-1)
+    starts = torch.nonzero(flat == 0).view(-1)
+    cu = torch.cat([starts, torch.tensor([flat.numel()])]).to(torch.int32)
+    longest = int(cu.diff().max()) if cu.numel() > 1 else 0
+    return {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
 
 
 def document_starts(cu_seqlens: torch.Tensor) -> torch.Tensor:

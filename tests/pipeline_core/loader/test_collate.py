@@ -204,3 +204,46 @@ def test_a_packed_batch_computes_each_document_as_if_alone_in_a_hf_model(sft, tr
             for start, end in zip(bounds, bounds[1:]):
                 alone = model(input_ids=batch["input_ids"][row : row + 1, start:end], use_cache=False).logits[0]
                 assert torch.allclose(packed[row, start:end], alone, atol=1e-5)
+
+
+@pytest.mark.parametrize("packing", ["concat", "bfd"])
+def test_flash_attention_kwargs_are_what_transformers_derives_for_the_flattened_batch(sft, packing):
+    """With flash_attn_kwargs a packed batch of B > 1 carries the varlen boundaries transformers'
+    flash-attention path takes at any batch size: the ones it derives itself from position_ids
+    flattened to one row (prepare_fa_kwargs_from_position_ids, used at batch size 1)."""
+    from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
+
+    root, _, _ = sft
+    dataset = H5Dataset(root / packing, labels=True)
+    collate = H5Collate(flash_attn_kwargs=True)
+    for batch in DataLoader(dataset, batch_size=4, collate_fn=collate):
+        (cu_q, cu_k), (max_q, max_k) = prepare_fa_kwargs_from_position_ids(batch["position_ids"].reshape(1, -1))
+        assert batch["cu_seq_lens_q"].dtype == torch.int32 and torch.equal(batch["cu_seq_lens_q"], cu_q)
+        assert torch.equal(batch["cu_seq_lens_k"], cu_k)
+        assert batch["max_length_q"] == int(max_q) and batch["max_length_k"] == int(max_k)
+        # every document of every pack is one segment, at its place in the flattened batch
+        width = batch["input_ids"].shape[1]
+        starts = set(batch["cu_seq_lens_q"].tolist())
+        for row, cu in enumerate(batch["cu_seqlens"]):
+            assert {row * width + b for b in cu.tolist()[:-1]} <= starts
+    assert "cu_seq_lens_q" not in h5_collate([dataset[0], dataset[1]])
+
+
+def test_full_packs_get_the_boundaries_of_datacollatorwithflattening(sft):
+    """Packs without padding: the same cu_seq_lens as transformers' own flattening collator gives
+    for the packs' documents laid end to end."""
+    from transformers import DataCollatorWithFlattening
+
+    root, _, _ = sft
+    dataset = H5Dataset(root / "concat", labels=True)
+    full = [item for item in (dataset[i] for i in range(len(dataset))) if int(item["cu_seqlens"][-1]) == 128][:3]
+    assert len(full) == 3
+    ours = H5Collate(flash_attn_kwargs=True)(full)
+    documents = [
+        {"input_ids": item["sequence"][a:b].tolist()}
+        for item in full
+        for a, b in zip(item["cu_seqlens"].tolist(), item["cu_seqlens"].tolist()[1:])
+    ]
+    theirs = DataCollatorWithFlattening(return_tensors="pt", return_flash_attn_kwargs=True)(documents)
+    assert torch.equal(ours["cu_seq_lens_q"], theirs["cu_seq_lens_q"].to(torch.int32))
+    assert ours["max_length_q"] == int(theirs["max_length_q"])
