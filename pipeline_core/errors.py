@@ -13,6 +13,10 @@ class ConfigError(ValueError):
     """An impossible configuration. The message says which setting to change."""
 
 
+class SourceError(ValueError):
+    """A source file its reader cannot parse. The message names the file and line and the fix."""
+
+
 class RowError(ValueError):
     """A row that cannot become a sample. `reason` is a short stable key used for counting."""
 

@@ -8,19 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pipeline_core.sources.json_lines import DiagnosedStream, first_bad_line, unreadable
+
 
 def load_files(files: Sequence[str], builder: str, *, streaming: bool, storage_options: dict | None):
     from datasets import load_dataset
 
     options = csv_options(files[0], storage_options) if builder == "csv" and files else {}
-    return load_dataset(
-        builder,
-        data_files=list(files),
-        split="train",
-        streaming=streaming,
-        storage_options=_copy(storage_options),
-        **options,
-    )
+    try:
+        data = load_dataset(
+            builder,
+            data_files=list(files),
+            split="train",
+            streaming=streaming,
+            storage_options=_copy(storage_options),
+            **options,
+        )
+    except Exception as e:  # datasets wraps a JSON parse error without its line: find it
+        where = first_bad_line(files, storage_options) if builder == "json" else None
+        if where is None:
+            raise
+        raise unreadable(where) from e
+    return DiagnosedStream(data, files, storage_options) if streaming and builder == "json" else data
 
 
 def csv_options(first: str, storage_options: dict | None) -> dict:
