@@ -22,6 +22,7 @@ from flows.chunks import (
 )
 from flows.commit import Committer
 from flows.grouped import run_groups, runs_in_groups
+from flows.layouts import retire_parts, stale_parts
 from flows.params import CacheParams, RunOptions, redacted
 from flows.plan import Plan, merged, plan_chunks, stamp_outputs
 from flows.reporting import Progress, publish_cache_report, tail_warning, untrained_warning
@@ -198,6 +199,7 @@ def _cache_run_locked(params: CacheParams) -> dict:
     listed = all_inputs(params.input, storage)
     inputs = listed[: params.limit]
     left_alone = set(listed[len(inputs) :])  # beyond a trial run's limit: their committed outputs stay
+    stale = stale_parts(params, storage)  # an earlier split run's folders: refused unless overwrite
     sweep_outputs(params.output, storage, logger)
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
     committed, outputs, plan = rerun_plan(params, job, inputs, committer, storage)
@@ -248,5 +250,7 @@ def _cache_run_locked(params: CacheParams) -> dict:
     removed = committer.commit(results, keep_inputs=left_alone)
     if removed:
         logger.info("removed %d output(s) whose input is gone: %s", len(removed), removed[:5])
+    if retired := retire_parts(params, stale, storage):
+        logger.info("removed %d file(s) of the splits of an earlier run: %s", len(retired), retired[:5])
     logger.info("cache done: %s", summary)
     return {"summary": summary, "chunks": [r.model_dump() for r in results], "cached": cached}

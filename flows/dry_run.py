@@ -1,5 +1,6 @@
 """``--dry-run``: what a run would do, and nothing written: how many chunks, which the manifest
-shows as current (reused without a task), which would run.
+shows as current (reused without a task), which would run, and which parts of the folder an
+earlier run wrote that it would remove (``removes``: ``validation`` when val_size was dropped).
 
 The plan is the one the flows make before submitting tasks (``flows.plan``), read from the
 output folder's manifest; no Prefect run, no output, no manifest write. A chunk listed as to do
@@ -9,6 +10,7 @@ may still turn out a cache hit of Prefect's content-keyed cache when it runs.
 from __future__ import annotations
 
 from flows.commit import Committer
+from flows.layouts import stale_parts
 from flows.params import CacheParams, ExportParams
 from flows.plan import plan_exports
 from pipeline_core.stages.export import chunk_count, chunk_name
@@ -29,11 +31,17 @@ def cache_plan(params: CacheParams) -> dict:
     storage = _storage(params)
     job = make_job(params)  # the tokenizer loads and the processor builds, as a run checks first
     inputs = chunk_inputs(params.input, storage, params.limit)
+    removes = _removes(stale_parts(params, storage))  # refused here as the run would refuse
     if params.val_size is not None or params.shuffle:
-        return _split_plan(params, inputs, storage)
+        return {**_split_plan(params, inputs, storage), **removes}
     committer = Committer.open(params.output, "cache", digest(job.settings()), params.overwrite, storage)
     _, _, plan = rerun_plan(params, job, inputs, committer, storage)
-    return _report("cache", params.output, inputs, plan)
+    return {**_report("cache", params.output, inputs, plan), **removes}
+
+
+def _removes(stale: list[str]) -> dict:
+    """The parts of the folder an ``overwrite`` run would remove (flows/layouts.py), when there are any."""
+    return {"removes": [part or "." for part in stale]} if stale else {}
 
 
 def export_plan(params: ExportParams) -> dict:

@@ -82,7 +82,11 @@ class RunOptions(BaseModel):
     )
     retries: int = Field(3, ge=0, description="retries of a chunk on transient I/O errors")
     retry_delay: float = Field(2.0, ge=0, description="first retry delay in seconds; doubles, with jitter")
-    verify_hits: Literal["sha256", "size"] = Field("sha256", description="how a cache hit's output is checked")
+    verify_hits: Literal["sha256", "size"] = Field(
+        "sha256",
+        description="how a cache hit's output is checked once its recorded stamp differs: read and hashed, or "
+        "rebuilt without reading (size; pipeline_core/commit/standing.py)",
+    )
     trust_stamps: bool = Field(
         True, description="reuse a chunk whose input's size and ETag/mtime match the manifest without rehashing it"
     )

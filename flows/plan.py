@@ -8,8 +8,8 @@ submitting anything, the cache flow compares each input with its output's manife
   recorded source sha256 still describes its bytes;
 - the output is the expected file and it and its parts (quarantine file, Megatron .bin/.idx)
   still stand by the one reuse rule, ``still_stands`` (pipeline_core/commit/standing.py): each
-  stamp equals the one recorded after it was written, or else its size (``verify_hits="size"``)
-  or sha256 (``"sha256"``) matches;
+  stamp equals the one recorded after it was written, or else (``"sha256"``) its sha256 matches;
+  ``verify_hits="size"`` never reads a stamped file, whose changed stamp means it is rebuilt;
 - the manifest's config hash is this run's (Committer.open refuses or resets it otherwise).
 
 Such chunks are *reused*: reported as cached, no task submitted. Every other chunk is hashed by
@@ -21,7 +21,8 @@ content-keyed cache and the task's own manifest resume still apply.
 The export flow does the same for its chunks (``plan_exports``): a chunk is reused when its
 manifest entry was written from a source with this run's fingerprint and the file still has the
 stamp recorded after it was written. Otherwise its task runs and Prefect's cache hit is verified
-as before (``verify_hits``), which for ``sha256`` reads the whole file.
+as before (``verify_hits``): by the stamps the task recorded as it wrote the files, so a hit names
+those very files, and for ``sha256`` by reading the whole file when a stamp differs.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 The CLI calls ``check_before_run`` before it starts a flow: an unknown strategy, a processor and
 packing that cannot go together, packing without a pad value, a missing tokenizer, a bad
 ``process_func`` or dataset_info entry, and the refusal of other settings into a written folder
-all fail here, in seconds, as one message (exit 2), instead of inside a task after Prefect
-started. The flows check the same things again (a deployment run does not come through here).
+(or of a rerun that would leave an earlier run's splits there, flows/layouts.py) all fail here,
+in seconds, as one message (exit 2), instead of inside a task after Prefect started. The flows
+check the same things again (a deployment run does not come through here).
 
 Raises ``ConfigError`` (or ``FileNotFoundError`` for a missing tokenizer or source file).
 """
@@ -28,6 +29,7 @@ def check_cache(params: CacheParams, inputs: bool = True) -> None:
     """Tokenizer, processor, options, the packer they make, the settings refusal, and (``inputs``)
     that the inputs exist and have distinct output names."""
     from flows.cache_flow import chunk_inputs, make_job
+    from flows.layouts import stale_parts
     from pipeline_core.commit.manifest import open_for_run
     from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
     from pipeline_core.stages.cache import CacheOptions, make_packer
@@ -40,6 +42,7 @@ def check_cache(params: CacheParams, inputs: bool = True) -> None:
     if inputs and params.input is not None:
         chunk_inputs(params.input, storage)
     open_for_run(params.output, "cache", digest(job.settings()), params.overwrite, storage)
+    stale_parts(params, storage)  # an earlier run's splits (or unsplit outputs) this run does not write
 
 
 def check_export(params: ExportParams) -> None:

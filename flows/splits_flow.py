@@ -8,20 +8,23 @@ Layout of ``output``:
     output/validation/   the same for the validation rows (only with val_size)
     output/h5pipe-splits.json   which splits exist, their rows and samples, seed, val_size, shuffle,
                                 and how many blank lines of the inputs were left out (they hold no row)
+
+A rerun that no longer writes a split (``val_size`` dropped) or writes splits into a folder
+holding unsplit outputs is refused unless ``overwrite``, which removes them (flows/layouts.py).
 """
 
 from __future__ import annotations
 
 import json
 
+from prefect.logging import get_run_logger
+
+from flows.layouts import PREPARED, SPLITS_RECORD, retire_parts, stale_parts
 from flows.params import CacheParams
 from pipeline_core.commit.manifest import MANIFEST
 from pipeline_core.stages.inputs import list_inputs
 from pipeline_core.stages.splits import SplitOptions, prepare_splits
 from pipeline_core.storage.fs import join_url, url_to_fs, write_bytes_atomic
-
-PREPARED = "_prepared"
-SPLITS_RECORD = "h5pipe-splits.json"
 
 
 def split_options(params: CacheParams) -> SplitOptions:
@@ -30,7 +33,9 @@ def split_options(params: CacheParams) -> SplitOptions:
 
 
 def run_splits(params: CacheParams, storage: dict, cache_run) -> dict:
-    """Prepare the split shards, run ``cache_run`` per split, and record the splits beside them."""
+    """Prepare the split shards, run ``cache_run`` per split, remove what an earlier run wrote that
+    this one does not (flows/layouts.py: refused unless ``overwrite``), and record the splits."""
+    stale = stale_parts(params, storage)
     inputs = [u for u in list_inputs(params.input, storage) if not u.endswith(".errors.jsonl")][: params.limit]
     prepared = prepare_splits(inputs, join_url(params.output, PREPARED), split_options(params), storage)
     results = {}
@@ -53,6 +58,10 @@ def run_splits(params: CacheParams, storage: dict, cache_run) -> dict:
             for split, result in results.items()
         },
     }
+    if retired := retire_parts(params, stale, storage):
+        get_run_logger().info(
+            "removed %d file(s) an earlier run wrote that this one does not: %s", len(retired), retired[:5]
+        )
     fs, root = url_to_fs(params.output, storage)
     fs.makedirs(root, exist_ok=True)
     write_bytes_atomic(join_url(params.output, SPLITS_RECORD), json.dumps(record, indent=2).encode(), storage)

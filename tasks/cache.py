@@ -19,7 +19,7 @@ from pipeline_core.stages.cache import CacheOptions, cache_files
 from pipeline_core.stages.input_stream import CacheInput
 from pipeline_core.stages.outputs import standing_output
 from pipeline_core.storage.hashing import file_digest
-from tasks.hashing import part_files
+from tasks.hashing import part_files, stamped_digest
 from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
 from tasks.retry import chunk_retries
@@ -126,12 +126,12 @@ def _cache_input(chunk: ChunkDigest, storage_options: dict | None = None) -> Cac
 
 
 def _result(stats, storage_options: dict | None) -> ChunkResult:
-    """The chunk's result with its output's sha256: read back whole, in a thread of its own
+    """The chunk's result with its output's stamp and sha256: read back whole, in a thread of its own
     (``cache_many``) while the stream writes the next chunk (hashlib releases the GIL)."""
     stats.output_url = stats.output_url or _megatron_index(stats)
-    written = file_digest(stats.output_url, storage_options)
+    stamp, written = stamped_digest(stats.output_url, storage_options)
     parts = part_files(_part_urls(stats), storage_options)
-    return ChunkResult(sha256=written.sha256, size=written.size, parts=parts, **_counts(stats))
+    return ChunkResult(sha256=written.sha256, size=written.size, output_stamp=stamp, parts=parts, **_counts(stats))
 
 
 def check_unchanged(chunk: ChunkDigest, read_sha256: str, storage_options: dict | None = None) -> None:

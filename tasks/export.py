@@ -9,6 +9,7 @@ import time
 from prefect import task
 from prefect.logging import get_run_logger
 
+from pipeline_core.commit.stamps import stamp_now
 from pipeline_core.sources import open_source
 from pipeline_core.stages.export import export_chunk, export_source
 from pipeline_core.stages.process_func import load_process_func
@@ -31,10 +32,13 @@ def open_job_source(job: ExportJob, storage_options: dict | None):
 
 
 def _result(stats, seconds: float, storage_options: dict | None = None) -> ExportChunkResult:
+    """The chunk's result with its output's stamp: the sha256 was taken as the lines were written, and
+    the folder's lock keeps other writers out until the stamp is taken, so a hit is known by it."""
     d = stats.to_dict()
     parts = part_files([stats.errors_url] if stats.errors_url else [], storage_options)
     fields = {k: v for k, v in d.items() if k in ExportChunkResult.model_fields}
-    return ExportChunkResult(seconds=seconds, parts=parts, **fields)
+    stamp = stamp_now(stats.output_url, storage_options)
+    return ExportChunkResult(seconds=seconds, parts=parts, output_stamp=stamp, **fields)
 
 
 @task(name="export-chunk", cache_key_fn=export_chunk_key, persist_result=True, result_serializer="json", **RETRY)

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pipeline_core.storage.hashing import file_digest
+from pipeline_core.commit.stamps import stamp_now
+from pipeline_core.storage.hashing import FileDigest, file_digest
 from tasks.models import ChunkDigest, PartFile
 from tasks.retry import is_transient, retry_on_transient
 
@@ -38,9 +39,21 @@ def with_stamp(found, stamp: str | None):
     return found.model_copy(update={"stamp": stamp}) if stamp and isinstance(found, ChunkDigest) else found
 
 
+def stamped_digest(url: str, storage_options: dict | None = None) -> tuple[str | None, FileDigest]:
+    """(stamp, digest) of a file a task has just published. The stamp is taken first, so while a
+    later check finds the file with it, the bytes are the ones hashed here: a Prefect cache hit is
+    then known to name this very file, not another run's of the same size (pipeline_core/commit/standing.py)."""
+    stamp = stamp_now(url, storage_options)
+    return stamp, file_digest(url, storage_options)
+
+
 def part_files(urls: list[str], storage_options: dict | None = None) -> list[PartFile]:
-    """Size and sha256 of the files a chunk published besides its output, for the commit record."""
-    return [PartFile(url=u, sha256=d.sha256, size=d.size) for u in urls for d in [file_digest(u, storage_options)]]
+    """Stamp, size and sha256 of the files a chunk published besides its output, for the commit record."""
+    return [
+        PartFile(url=u, sha256=d.sha256, size=d.size, stamp=stamp)
+        for u in urls
+        for stamp, d in [stamped_digest(u, storage_options)]
+    ]
 
 
 def hash_here(

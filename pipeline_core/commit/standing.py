@@ -19,9 +19,17 @@ with its recorded size and, per ``how``:
 
 - ``"sha256"``: its stamp equals the recorded one (not rewritten since it was hashed), or its
   bytes hash to the recorded sha256;
-- ``"size"``: the size alone (``verify_hits="size"``, for stores where reading is expensive);
+- ``"size"`` (``verify_hits="size"``, for stores where reading is expensive): a file recorded with
+  a stamp stands by its stamp alone, never read. Size alone could not tell another run's file of
+  the same size (``--overwrite`` to other settings and back: a Prefect hit of the first settings
+  named the file the second had written), so a changed stamp means rebuild. A file recorded
+  without one stands by its size where the store gives no stamps, and is hashed where it does
+  (the record predates stamps: results cached before tasks recorded them);
 - ``"stamp"``: the stamp alone, never reading the bytes (the export plan: a miss just runs the
   task, whose Prefect hit is checked by sha256 again).
+
+The tasks record each file's stamp as they publish it (tasks/hashing.py ``stamped_digest``), so
+a Prefect hit carries the stamps of the very files its run wrote.
 
 The full user-facing description is docs/commit-protocol.md.
 """
@@ -67,8 +75,24 @@ def still_stands(
 def _stands(file: Published, info: dict | None, how: How, storage_options: dict | None) -> bool:
     if info is None or info.get("size") != file.size:
         return False
-    if file.stamp is not None and file.stamp == stamp_of(info):
+    now = stamp_of(info)
+    if file.stamp is not None and file.stamp == now:
         return True  # not rewritten since its sha256 was recorded
     if how == "stamp":
         return False
-    return how == "size" or file_digest(file.url, storage_options) == FileDigest(file.sha256, file.size)
+    if how == "size":
+        return _by_size(file, now, storage_options)
+    return _hashes_as_recorded(file, storage_options)
+
+
+def _by_size(file: Published, now: str | None, storage_options: dict | None) -> bool:
+    """``"size"`` once the size matched and no recorded stamp vouched for the file (module docstring)."""
+    if file.stamp is not None:
+        return False  # rewritten since it was recorded: maybe another run's file of the same size
+    if now is None:
+        return True  # the store gives no stamps: the size is all there is to go by
+    return _hashes_as_recorded(file, storage_options)  # recorded before the tasks stamped their files
+
+
+def _hashes_as_recorded(file: Published, storage_options: dict | None) -> bool:
+    return file_digest(file.url, storage_options) == FileDigest(file.sha256, file.size)

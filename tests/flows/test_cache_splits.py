@@ -11,14 +11,19 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from pipeline_core import H5Dataset
+from pipeline_core.commit.manifest import Manifest, load_manifest, save_manifest
 from pipeline_core.commit.verify import verify_output
 
 runner = CliRunner()
 
 
-def cache(gpt2_path, tmp_path, out: str, *extra: str) -> None:
+def invoke(gpt2_path, tmp_path, out: str, *extra: str):
     args = ["cache", "--input", str(tmp_path / "in"), "--output", str(tmp_path / out), "--tokenizer", str(gpt2_path)]
-    result = runner.invoke(app, [*args, "--eos-token", "<|endoftext|>", *extra])
+    return runner.invoke(app, [*args, "--eos-token", "<|endoftext|>", *extra])
+
+
+def cache(gpt2_path, tmp_path, out: str, *extra: str) -> None:
+    result = invoke(gpt2_path, tmp_path, out, *extra)
     assert result.exit_code == 0, result.output
 
 
@@ -61,3 +66,70 @@ def test_dry_run_shows_the_split_and_writes_nothing(c4_chunks, gpt2_path, tmp_pa
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout[result.stdout.index("{") :])
     assert plan["splits"] == {"train": 275, "validation": 25} and not (tmp_path / "o").exists()
+
+
+def refused(gpt2_path, tmp_path, out: str, *extra: str) -> str:
+    result = invoke(gpt2_path, tmp_path, out, *extra)
+    assert result.exit_code == 2, result.output
+    return " ".join(result.output.split())  # the message as one line, however the terminal wrapped it
+
+
+def files(folder) -> set[str]:
+    """Every file under ``folder`` but Prefect's results and the lock."""
+    found = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    return {f for f in found if not f.startswith(".h5pipe") and "/.h5pipe/" not in f and not f.endswith(".lock")}
+
+
+def test_dropping_val_size_is_refused_and_with_overwrite_removes_the_splits(c4_chunks, gpt2_path, tmp_path):
+    """Left there, validation/ stayed complete and readable while its rows were in the new output."""
+    cache(gpt2_path, tmp_path, "whole")
+    cache(gpt2_path, tmp_path, "o", "--val-size", "25", "--seed", "7")
+    before = files(tmp_path / "o")
+    message = refused(gpt2_path, tmp_path, "o")
+    assert "the train and validation splits" in message and "--val-size 25" in message and "--overwrite" in message
+    assert files(tmp_path / "o") == before  # refused before anything was written
+    dry = invoke(gpt2_path, tmp_path, "o", "--overwrite", "--dry-run")
+    assert json.loads(dry.stdout[dry.stdout.index("{") :])["removes"] == ["train", "validation"]
+    cache(gpt2_path, tmp_path, "o", "--overwrite")
+    assert files(tmp_path / "o") == files(tmp_path / "whole")  # nothing of the split run is left
+    assert samples(tmp_path / "o") == samples(tmp_path / "whole")
+    assert verify_output(str(tmp_path / "o")).ok
+
+
+def test_shuffle_without_val_size_removes_the_validation_split_with_overwrite(c4_chunks, gpt2_path, tmp_path):
+    cache(gpt2_path, tmp_path, "whole")
+    cache(gpt2_path, tmp_path, "o", "--val-size", "0.1", "--shuffle", "--seed", "7")
+    message = refused(gpt2_path, tmp_path, "o", "--shuffle", "--seed", "7")
+    assert "the validation split" in message and "--val-size 0.1 --shuffle" in message
+    assert verify_output(str(tmp_path / "o" / "validation")).ok  # still all there
+    cache(gpt2_path, tmp_path, "o", "--shuffle", "--seed", "7", "--overwrite")
+    assert not files(tmp_path / "o" / "validation")
+    assert not (tmp_path / "o" / "_prepared" / "validation").exists()
+    record = json.loads((tmp_path / "o" / "h5pipe-splits.json").read_text())
+    assert list(record["splits"]) == ["train"] and record["val_size"] is None
+    assert Counter(samples(tmp_path / "o" / "train")) == Counter(samples(tmp_path / "whole"))
+
+
+def test_splits_into_a_folder_of_unsplit_outputs_are_refused_and_replace_them_with_overwrite(
+    c4_chunks, gpt2_path, tmp_path
+):
+    cache(gpt2_path, tmp_path, "o")
+    message = refused(gpt2_path, tmp_path, "o", "--val-size", "25")
+    assert "the unsplit outputs in the folder itself" in message and "--overwrite" in message
+    cache(gpt2_path, tmp_path, "o", "--val-size", "25", "--overwrite")
+    top = {f for f in files(tmp_path / "o") if "/" not in f}
+    assert top == {"h5pipe-splits.json"}  # the unsplit outputs, their manifest and run record are gone
+    assert len(samples(tmp_path / "o" / "validation")) == 25
+
+
+def test_a_split_whose_removal_was_cut_short_is_removed_without_overwrite(c4_chunks, gpt2_path, tmp_path):
+    """It holds nothing to keep: its manifest lists no output, only the files still to remove."""
+    cache(gpt2_path, tmp_path, "o", "--val-size", "25", "--shuffle")
+    validation = tmp_path / "o" / "validation"
+    manifest = load_manifest(str(validation))
+    cut_short = Manifest(
+        manifest.stage, manifest.config_hash, complete=False, dropping=manifest.file_urls(str(validation))
+    )
+    save_manifest(str(validation), cut_short.to_json())
+    cache(gpt2_path, tmp_path, "o", "--shuffle")
+    assert not files(validation)

@@ -86,3 +86,12 @@ def test_stamp_now_is_the_listing_stamp_locally_and_on_s3(chunk, s3_bucket):
     before = stamp_now(str(chunk))
     os.utime(chunk, ns=(chunk.stat().st_atime_ns, chunk.stat().st_mtime_ns + 1_000_000))
     assert stamp_now(str(chunk)) != before
+
+
+def test_a_result_carries_the_stamps_of_the_files_it_wrote(chunk, gpt2_path):
+    """So a Prefect hit of it is known to name these very files (pipeline_core/commit/standing.py)."""
+    job = job_for(chunk, gpt2_path).model_copy(update={"output_format": "both"})
+    files = run_one(job, digest_of(chunk, None)).files()
+    assert len(files) == 3  # the HDF5 file, the Megatron .bin and .idx
+    assert all(f.stamp for f in files)
+    assert {f.url: f.stamp for f in files} == stamps([f.url for f in files])
