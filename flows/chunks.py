@@ -32,12 +32,17 @@ def collect(
         state = future.state
         if state.is_completed():
             outcome.results[i] = future.result()
-            outcome.cached[i] = state.name == "Cached"
+            outcome.cached[i] = state.name == "Cached" or was_resumed(outcome.results[i])
         else:
             outcome.failures[i] = _reason(future)
         if on_done:
             on_done(i, outcome.results.get(i))
     return outcome
+
+
+def was_resumed(result) -> bool:
+    """A chunk the task reused from the manifest rather than computed (tasks/cache.py ``cache_many``)."""
+    return bool(getattr(result, "resumed", False))
 
 
 def _reason(future: PrefectFuture) -> str:
@@ -139,7 +144,7 @@ def run_batches(
         if future.state.is_completed():
             for k, item in zip(group, future.result(), strict=True):
                 result, hit = item if hits else (item, False)
-                outcome.results[k], outcome.cached[k] = result, hit
+                outcome.results[k], outcome.cached[k] = result, hit or was_resumed(result)
                 if annotate:
                     annotate(k, result)
                 committer.record(result)

@@ -70,7 +70,7 @@ def cache_many(
     the stream writes the next, so its result comes when that one is written (or fails)."""
     committed = list(committed) or [None] * len(chunks)
     resumed = {
-        k: ChunkResult.model_validate(e)
+        k: ChunkResult.model_validate(e).model_copy(update={"resumed": True})
         for k, e in enumerate(committed)
         if e and _still_valid(e, job, chunks[k], storage_options)
     }

@@ -152,6 +152,8 @@ class ChunkResult(Publishes):
     # cached before they were counted
     untrained_packs: int | None = None
     seconds: float = 0.0
+    # reused from the manifest inside a task (tasks/cache.py cache_many): counted as cached, never stored
+    resumed: bool = Field(False, exclude=True)
 
 
 class ExportJob(BaseModel):

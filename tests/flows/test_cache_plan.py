@@ -163,9 +163,11 @@ def test_megatron_only_chunks_resume_from_the_manifest_in_their_task(gpt2_path, 
     before = {f.name: f.stat().st_mtime_ns for f in files}
     shutil.rmtree(tmp_path / "out" / ".h5pipe")
     again = cache_flow(p)
-    assert again["cached"] == [False, False, False]  # the tasks ran ...
-    assert {f.name: f.stat().st_mtime_ns for f in files} == before  # ... and resumed: nothing rewritten
-    assert again["chunks"] == first["chunks"]
+    # the tasks ran and resumed: nothing rewritten, and the summary counts them as cached, not computed
+    assert again["cached"] == [True, True, True]
+    assert again["summary"]["cached_chunks"] == 3 and again["summary"]["tokens_per_second"] == 0
+    assert {f.name: f.stat().st_mtime_ns for f in files} == before
+    assert again["chunks"] == first["chunks"] and all("resumed" not in c for c in again["chunks"])
 
 
 @pytest.mark.parametrize("trust_stamps", [True, False])
