@@ -63,6 +63,10 @@ class KeyLayout:
             )
         return packed
 
+    def packed_id_keys(self) -> list[str]:
+        """The packed keys that hold token ids (each group's length key, under its packed name)."""
+        return sorted({out for group in self.pack_groups() for out, source in group.items() if source in self.groups})
+
     def packed_name(self, key: str) -> str:
         for group in self.pack_groups():
             for out, source in group.items():

@@ -5,8 +5,9 @@ well-formed pack file, so a writer's mistake is a reported problem rather than a
 
 - ``cu_seqlens``: every pack has at least one document; its boundaries start at 0, strictly
   increase and end at most at ``pack_size`` (the rest of the row is padding);
-- token ids (integer rows other than ``position_ids``) lie in ``[0, vocab_size)`` and equal
-  ``pad_value`` on padding; masks are False and other values 0 there;
+- token ids (the ``packed_id_keys`` attribute; ``sequence`` in files written before it) lie in
+  ``[0, vocab_size)`` and equal ``pad_value`` on padding; masks are False and every other key 0
+  there (both packers pad them so);
 - stored ``position_ids`` equal the ones ``cu_seqlens`` gives (``positions.positions_from_cu``).
 
 Rows are read ``BLOCK_PACKS`` packs at a time; the first block with a problem is reported, naming
@@ -60,9 +61,11 @@ def boundary_problems(cu: np.ndarray, offsets: np.ndarray, pack_size: int) -> li
 
 def _row_problems(f, attrs: dict, lo: int, hi: int, used: np.ndarray) -> list[str]:
     pads = np.arange(int(attrs["pack_size"]))[None, :] >= used[:, None]
+    ids = set(attrs.get("packed_id_keys") or ["sequence"])
     problems = []
     for key in sorted(k for k in f if f[k].ndim == 2 and k != POSITION_IDS):
-        problems += _key_problems(key, f[key][lo:hi], pads, attrs, lo)
+        rows = f[key][lo:hi]
+        problems += _id_problems(key, rows, pads, attrs, lo) if key in ids else _pad_problems(key, rows, pads, lo)
     if POSITION_IDS in f:
         stored = f[POSITION_IDS][lo:hi].astype(np.int32)
         wrong = np.any(stored != read_position_ids(f, lo, hi), axis=1)
@@ -71,13 +74,13 @@ def _row_problems(f, attrs: dict, lo: int, hi: int, used: np.ndarray) -> list[st
     return problems
 
 
-def _key_problems(key: str, rows: np.ndarray, pads: np.ndarray, attrs: dict, lo: int) -> list[str]:
-    if rows.dtype == np.bool_:
-        bad = np.any(rows & pads, axis=1)
-        return [f"pack {lo + _first(bad)}: {key} is True on padding"] if bad.any() else []
-    if not np.issubdtype(rows.dtype, np.integer):
-        bad = np.any((rows != 0) & pads, axis=1)
-        return [f"pack {lo + _first(bad)}: {key} is not 0 on padding"] if bad.any() else []
+def _pad_problems(key: str, rows: np.ndarray, pads: np.ndarray, lo: int) -> list[str]:
+    bad = np.any((rows != 0) & pads, axis=1)
+    what = "True" if rows.dtype == np.bool_ else "not 0"
+    return [f"pack {lo + _first(bad)}: {key} is {what} on padding"] if bad.any() else []
+
+
+def _id_problems(key: str, rows: np.ndarray, pads: np.ndarray, attrs: dict, lo: int) -> list[str]:
     values = rows.astype(np.int64)
     vocab, pad = int(attrs.get("vocab_size") or 0), int(attrs.get("pad_value", -1))
     outside = np.any(((values < 0) | (values >= vocab)) & ~pads, axis=1) if vocab > 0 else np.zeros(len(rows), bool)

@@ -41,9 +41,10 @@ class ConcatStage:
     """Concat packing; counts the packs that hold no trained token (``untrained_packs``).
 
     A sample with nothing to train never reaches a packer (``nothing_to_train``), but cutting the
-    stream every ``pack_size`` tokens can leave a pack holding only the prompt of a long sample:
-    its labels are all -100, so a batch made only of such packs has a NaN mean loss. The pack is
-    kept (dropping it would change the stream a user asked for) and counted."""
+    stream every ``pack_size`` tokens can leave a pack holding only the prompt of a long sample, or
+    trained tokens only at column 0 (the end of an answer continued there): its labels are all
+    -100 (``trained_labels``), so a batch made only of such packs has a NaN mean loss. The pack
+    is kept (dropping it would change the stream a user asked for) and counted."""
 
     whole_samples = False
 
@@ -64,29 +65,54 @@ class ConcatStage:
         return self._counted(self.packer.flush())
 
     def _counted(self, packs: Packs) -> Packs:
-        masks = [rows for rows in packs.arrays.values() if rows.dtype == np.bool_]
-        if masks and len(packs):
-            self.untrained_packs += int(np.count_nonzero(~masks[0].any(axis=1)))
+        self.untrained_packs += untrained(packs)
         return packs
 
 
+def untrained(packs: Packs) -> int:
+    """Packs whose labels are all -100: no mask bit set but at segment starts (``trained_labels``)."""
+    masks = [rows for rows in packs.arrays.values() if rows.dtype == np.bool_]
+    if not masks or not len(packs):
+        return 0
+    return int(np.count_nonzero(~trained_labels(masks[0], packs).any(axis=1)))
+
+
+def trained_labels(mask: np.ndarray, packs: Packs) -> np.ndarray:
+    """The mask bits a trainer trains on: none at a segment start (every document, and a piece
+    continued at column 0), where the labels are -100 (``loader.collate``, as transformers'
+    DataCollatorWithFlattening; nothing in the pack predicts that token)."""
+    is_last = np.zeros(packs.cu_seqlens.size, dtype=bool)
+    is_last[packs.cu_offsets[1:] - 1] = True
+    pack_of = np.repeat(np.arange(len(packs)), np.diff(packs.cu_offsets))
+    trained = mask.copy()
+    trained[pack_of[~is_last], packs.cu_seqlens[~is_last]] = False
+    return trained
+
+
 class BfdStage:
+    """bfd packing; counts untrained packs as ``ConcatStage`` does (whole samples, each with a
+    trained token, make one only when that token is the sample's first)."""
+
     whole_samples = True
-    untrained_packs = 0  # whole samples, each with a trained token: never a pack without one
 
     def __init__(self, layout: KeyLayout, pack_size: int, pad_value: int, window: int) -> None:
         self.groups = layout.pack_groups()
         lengths = {out for group in self.groups for out, key in group.items() if key in layout.groups}
         pads = {out: pad_value if out in lengths else 0 for out in self.groups[0]}
         self.packer = BfdPacker(pack_size, pads, window=window, overflow="raise", groups=self.groups)
+        self.untrained_packs = 0
 
     def add(self, samples: dict[str, Ragged]) -> Packs:
         keys = [key for group in self.groups for key in group.values()]
         n = len(samples[keys[0]])
-        return self.packer.add({k: samples[k][i] for k in keys} for i in range(n))
+        packs = self.packer.add({k: samples[k][i] for k in keys} for i in range(n))
+        self.untrained_packs += untrained(packs)
+        return packs
 
     def flush(self) -> Packs:
-        return self.packer.flush()
+        packs = self.packer.flush()
+        self.untrained_packs += untrained(packs)
+        return packs
 
 
 def make_pack_stage(layout: KeyLayout, packing: str, pack_size: int, pad_value: int, window: int) -> PackStage:

@@ -10,6 +10,7 @@ same message comes from its iteration.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 
 import fsspec
@@ -59,17 +60,28 @@ def _bad_line(f) -> tuple[int, str] | None:
         return _document_error(first + f.read())
     f.seek(0)
     for number, line in enumerate(f, start=1):
-        if line.strip():
-            try:
-                orjson.loads(line)
-            except orjson.JSONDecodeError as e:
-                return number, f"{e.msg} (column {e.colno})"
+        if line.strip() and (found := _refused(line)) is not None:
+            return number + found[0] - 1, found[1]
     return None
 
 
 def _document_error(body: bytes) -> tuple[int, str] | None:
+    return _refused(body)
+
+
+def _refused(text: bytes) -> tuple[int, str] | None:
+    """(line within ``text``, reason) when pyarrow cannot read it either, else None. orjson is
+    stricter than pyarrow in one way: it refuses NaN and Infinity, which pyarrow (and Python's
+    json) read; those alone are no reason. A lone surrogate it refuses is (pyarrow does too)."""
     try:
-        orjson.loads(body)
+        orjson.loads(text)
+        return None
     except orjson.JSONDecodeError as e:
-        return e.lineno, f"{e.msg} (column {e.colno})"
+        strict = (e.lineno, f"{e.msg} (column {e.colno})")
+        if "surrogate" in e.msg:
+            return strict
+    try:
+        json.loads(text)
+    except ValueError as e:
+        return (e.lineno, f"{e.msg} (column {e.colno})") if isinstance(e, json.JSONDecodeError) else strict
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pipeline_core.formats.keys import KeyLayout
 from pipeline_core.formats.positions import STORAGE_ATTR
 from pipeline_core.processors.base import Processor
 from pipeline_core.stages.options import CacheOptions
@@ -42,6 +43,8 @@ def output_attrs(processor: Processor, options: CacheOptions, stats: CacheStats,
         "sentences_written": stats.sentences_written,
         "max_row_bytes": options.max_row_bytes,
         **_pack_attrs(options, stats, pad_value),
+        # the packed keys holding token ids (pad_value on padding; formats.pack_check)
+        **({"packed_id_keys": KeyLayout.of(processor).packed_id_keys()} if options.packed else {}),
     }
 
 

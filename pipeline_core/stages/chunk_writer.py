@@ -55,12 +55,10 @@ class ChunkWriter:
     def finish(self) -> None:
         if self.h5 is not None:
             self.stats.deferred_keys = self.h5.finish()
-            self._pack_counts()
         if self.megatron is not None:
             self.megatron.finish()
             self.stats.megatron_keys = self.megatron.kept_keys()
-        packer = getattr(self.h5 or self.megatron, "packer", None)
-        self.stats.untrained_packs = packer.untrained_packs if packer is not None else 0
+        self._pack_counts()
 
     def close(self, attrs: dict) -> None:
         """Attributes, then ``complete``, then the Megatron files (see the module docstring)."""
@@ -80,12 +78,15 @@ class ChunkWriter:
             self.megatron.discard()
 
     def _pack_counts(self) -> None:
-        if self.h5.packer is None:
+        """From the sink that packs: the HDF5, else MindSpeed's (both share one packer)."""
+        sink = next((s for s in (self.h5, self.megatron) if getattr(s, "packer", None) is not None), None)
+        if sink is None:
             return
         size = self.stats.pack_size
-        self.stats.packs = self.h5.packs
-        self.stats.pad_tokens = self.h5.packs * size - self.h5.packed_tokens
-        self.stats.lower_bound_packs = math.ceil(self.h5.packed_tokens / size)
+        self.stats.packs = sink.packs
+        self.stats.pad_tokens = sink.packs * size - sink.packed_tokens
+        self.stats.lower_bound_packs = math.ceil(sink.packed_tokens / size)
+        self.stats.untrained_packs = sink.packer.untrained_packs
 
 
 def written_rows(batch: ProcessedBatch) -> int:

@@ -107,7 +107,7 @@ def narrowed_keys(layout: KeyLayout, vocab_size: int, pack_size: int, pad_value)
     """The keys the HDF5 stores as uint16 (see the module docstring)."""
     limit = np.iinfo(NARROW_IDS).max + 1
     if pack_size > 0:
-        ids = {out for group in layout.pack_groups() for out, source in group.items() if source in layout.groups}
+        ids = layout.packed_id_keys()
         fits_pad = all(_pad_fits(pad_value, key, limit) for key in ids)
         narrow = {key: NARROW_IDS for key in ids} if vocab_size <= limit and fits_pad else {}
         if position_dtype(pack_size) == NARROW_IDS:  # the packers' own dtype: one rule for both

@@ -42,3 +42,16 @@ def test_no_count_and_no_warning_when_every_pack_trains(gpt2_path, tmp_path):
     summary = cache_flow(p)["summary"]
     assert _untrained_in(tmp_path / "out" / "train_chunk_0.h5") == 0
     assert "untrained_packs" not in summary and untrained_warning(summary) is None
+
+
+def test_mindspeed_output_reports_its_packs_and_untrained_ones(gpt2_path, tmp_path):
+    """MindSpeed's packed layout comes from the same packer: the same counts as the HDF5 run."""
+    rows = [{"query": f"question {i}?", "response": f"answer {i}."} for i in range(40)]
+    rows[7]["query"] = "a prompt far longer than a pack " * 40
+    folder = write_chunks(tmp_path / "sft", rows, 1)
+    common = {"processor": "sft", "pack_size": 64, "pad_value": 0, **CHATML}
+    h5 = cache_flow(params(gpt2_path, folder, tmp_path / "h5", **common))["summary"]
+    ms = cache_flow(params(gpt2_path, folder, tmp_path / "ms", output_format="mindspeed", **common))["summary"]
+    assert ms["packs"] == h5["packs"] > 0 and ms["pack_utilisation"] == h5["pack_utilisation"]
+    assert ms["untrained_packs"] == h5["untrained_packs"] == _untrained_in(tmp_path / "h5" / "train_chunk_0.h5")
+    assert untrained_warning(ms) == untrained_warning(h5)

@@ -48,6 +48,7 @@ class MindSpeedSink:
         self.layout = layout
         self.staging = _staging_dir(self.output_dir, stem, storage_options)
         self._writers = {k: IndexedWriter(os.path.join(self.staging, megatron_name(stem, k)), np.int32) for k in KEYS}
+        self.packs = self.packed_tokens = 0  # packed: what the packs hold, for the chunk's pack counts
 
     def write(self, samples: dict[str, Ragged]) -> None:
         """Add a batch's samples (or, packed, the packs they complete)."""
@@ -90,6 +91,8 @@ class MindSpeedSink:
         if not len(packs):
             return
         ids, mask = packs.arrays["sequence"], packs.arrays["loss_mask"]
+        self.packs += len(packs)
+        self.packed_tokens += int(packs.cu_seqlens[packs.cu_offsets[1:] - 1].sum())
         self._add(ids.reshape(-1), mask.reshape(-1), np.full(ids.shape[0], ids.shape[1], dtype=np.int64))
 
     def _add(self, ids: np.ndarray, mask: np.ndarray, lengths: np.ndarray) -> None:

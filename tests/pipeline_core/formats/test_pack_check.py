@@ -129,3 +129,36 @@ def test_boundaries_that_packers_make_pass_and_any_step_back_fails(layout):
             bad = cu.copy()
             bad[first + 1] = 0
             assert boundary_problems(bad, offsets, size) == [f"pack {p}: cu_seqlens does not strictly increase"]
+
+
+def test_an_integer_key_that_is_no_token_id_is_held_to_0_on_padding_only(gpt2, llamafactory, tmp_path):
+    """A custom processor's aligned int key (labels with -100) is padded with 0 by both packers:
+    neither the vocabulary range nor pad_value applies to it (the file names its id keys)."""
+    from pipeline_core.formats.ragged import Ragged
+    from pipeline_core.processors.base import ProcessedBatch, Processor
+
+    @ProcessorFactory.register("test_pack_check_labelled")
+    class Labelled(Processor):
+        groups = {"sequence": ("sequence", "labels")}
+
+        def process_batch(self, rows):
+            seq = self.tokenizer.encode_ragged([r["text"] for r in rows])
+            labels = seq.values.astype(np.int32).copy()
+            labels[seq.offsets[:-1]] = -100
+            return ProcessedBatch({"sequence": seq, "labels": Ragged(labels, seq.offsets)}, np.arange(len(rows)))
+
+    rows = load_json_or_jsonl(llamafactory / "c4_demo.jsonl")[:30]
+    processor = ProcessorFactory.create("test_pack_check_labelled", gpt2, max_length=500, overflow="truncate")
+    for packing in ("bfd", "concat"):
+        options = CacheOptions(pack_size=512, pad_value=50256, packing=packing)
+        out = cache_file(_write(tmp_path / "c.jsonl", rows), str(tmp_path / packing), processor, options).output_url
+        assert h5_problems(out) == []
+        with h5py.File(out) as f:
+            assert json.loads(f.attrs["packed_id_keys"]) == ["sequence"] and (f["labels"][...] == -100).any()
+
+        def damage(f):
+            p, col = _first_padded_pack(f)
+            f["labels"][p, col] = -100  # a label value, but not the packers' pad of 0
+
+        [problem] = h5_problems(_edited(out, tmp_path, damage))
+        assert "labels is not 0 on padding" in problem

@@ -22,7 +22,8 @@ def read_all(path, streaming):
     ("body", "line", "reason"),
     [
         (GOOD + '{"text": "bad \\ud800 here"}\n{"text": "after"}\n', 3, "no low surrogate in string"),
-        ('{"text": "a", }\n' + GOOD, 1, "trailing comma is not allowed"),
+        ('{"text": "a", }\n' + GOOD, 1, "Expecting property name enclosed in double quotes"),
+        ('{"text": "a", "score": NaN}\n{"text": "b" "c"}\n', 2, "Expecting ',' delimiter"),  # NaN reads fine
         (GOOD + '{"text": "cut off', 3, ""),
     ],
 )

@@ -274,12 +274,12 @@ def test_inputs_that_would_share_an_output_name_are_refused_before_anything_is_w
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def _untrained_stream_packs(masks: Ragged, pack_size: int) -> int:
-    """Cut the samples' masks, laid end to end, every pack_size tokens: the pieces with no True."""
-    stream = masks.values
-    tail = -stream.size % pack_size
-    rows = np.concatenate([stream, np.zeros(tail, dtype=bool)]).reshape(-1, pack_size)
-    return int(np.count_nonzero(~rows.any(axis=1)))
+def _all_ignored(folder) -> int:
+    """Packs a trainer gets with every label -100 (H5Dataset's labels, as DataCollatorWithFlattening)."""
+    from pipeline_core import H5Dataset
+
+    dataset = H5Dataset(str(folder), labels=True)
+    return sum(bool((dataset[i]["labels"] == -100).all()) for i in range(len(dataset)))
 
 
 def test_concat_counts_the_packs_that_hold_no_trained_token(trained, llamafactory, tmp_path):
@@ -288,11 +288,26 @@ def test_concat_counts_the_packs_that_hold_no_trained_token(trained, llamafactor
     processor = ProcessorFactory.create("sft", trained)
     options = CacheOptions(pack_size=64, pad_value=trained.pad_token_id, packing="concat")
     stats = cache_file(str(write_jsonl(tmp_path / "a.jsonl", rows)), str(tmp_path / "o"), processor, options)
-    want = _untrained_stream_packs(processor.process_batch(rows).samples["loss_mask"], 64)
-    packed = read_packed(stats.output_url)
+    want = _all_ignored(tmp_path / "o")
     assert want >= 3  # row 5's prompt alone fills packs
-    assert stats.untrained_packs == want == int(np.count_nonzero(~packed["loss_mask"].any(axis=1)))
-    assert read_attrs(stats.output_url)["untrained_packs"] == want
+    assert stats.untrained_packs == want and read_attrs(stats.output_url)["untrained_packs"] == want
+
+
+def test_a_pack_trained_only_at_column_0_counts_as_untrained(gpt2, tmp_path):
+    """The last trained token of a sample continued at column 0 of the next pack has label -100
+    there (a segment start: nothing in the pack predicts it), so that pack trains nothing."""
+    processor = ProcessorFactory.create_with_strategy_name("sft", gpt2, "chatml", text_markers=True)
+    rows = [
+        {"query": "What is two plus two?", "response": "Four."},
+        {"query": "a long prompt " * 60, "response": "ok."},
+    ]
+    mask = processor.process_batch(rows).samples["loss_mask"][0]
+    pack_size = int(np.flatnonzero(mask)[-1])  # sample 0's last trained token opens pack 1
+    options = CacheOptions(pack_size=pack_size, pad_value=0, packing="concat")
+    stats = cache_file(str(write_jsonl(tmp_path / "a.jsonl", rows)), str(tmp_path / "o"), processor, options)
+    with open_h5(stats.output_url) as f:
+        assert f["loss_mask"][1, 0] and not f["loss_mask"][1, 1:].any()  # the case itself
+    assert stats.untrained_packs == _all_ignored(tmp_path / "o") >= 2
 
 
 def test_bfd_and_pretraining_packs_are_never_untrained(trained, llamafactory, tmp_path):
