@@ -122,7 +122,8 @@ class ShapeFrame:
 
 
 def shape_of(messages: list[dict], tools) -> Shape | None:
-    """The conversation's shape, or None when frames do not cover it (tools, reasoning, tool calls)."""
+    """The conversation's shape, or None when frames do not cover it (tools, reasoning, tool calls, a
+    message without content)."""
     if tools is not None or any(m.keys() != {"role", "content"} for m in messages):
         return None
     if not all(isinstance(m["content"], str) for m in messages):

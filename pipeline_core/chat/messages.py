@@ -2,7 +2,7 @@
 
 ::
 
-    {"role": "system" | "user" | "assistant" | "tool", "content": str}
+    {"role": "system" | "user" | "assistant" | "tool", "content": str}   ("content" absent: see below)
       + "reasoning_content", "thinking": str   when the message has reasoning blocks (joined; both names,
                                                 as transformers aliases them for gpt-oss-style templates)
       + "tool_calls": [{"type": "function", "function": {"name": ..., "arguments": {...}}}, ...]
@@ -10,9 +10,15 @@
                                                 row gave them, so a template that writes them renders them
 
 ``content`` joins the message's text blocks; media blocks are left out (the processor keeps them
-apart). ``tools`` blocks become the template's ``tools`` variable (one list of definitions), and a
-system message that held nothing but tools is dropped, as a caller of ``apply_chat_template(
-messages, tools=...)`` would write it. ``owners[k]`` is the v1 index of template message ``k``.
+apart). A message marked ``content_absent`` (its row's content was null or missing, as OpenAI
+writes a turn that only calls tools) has no ``content`` key: transformers drops null keys before
+rendering, so a template that tests ``message.content is defined`` / ``is string``, or fails on
+``'...' + message.content``, does here what it does there (frames.py leaves such rows to Jinja).
+
+``tools`` blocks become the template's ``tools`` variable (one list of definitions), and a system
+message that held nothing but tools (not one the row gave with a null content) is dropped, as a
+caller of ``apply_chat_template(messages, tools=...)`` would write it. ``owners[k]`` is the v1
+index of template message ``k``.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline_core.converters.sample import MESSAGE_FIELDS, Message
+from pipeline_core.converters.sample import CONTENT_ABSENT, MESSAGE_FIELDS, Message
 from pipeline_core.converters.tools import parse_json
 from pipeline_core.errors import RowError
 
@@ -39,7 +45,7 @@ def template_conversation(messages: list[Message]) -> TemplateConversation:
         tools = _tools(m, i)
         if tools:
             conversation.tools = [*(conversation.tools or []), *tools]
-        if m["role"] == "system" and all(b["type"] == "tools" for b in m["content"]):
+        if _tools_only(m):
             continue
         conversation.messages.append(template_message(m, i))
         conversation.owners.append(i)
@@ -47,7 +53,9 @@ def template_conversation(messages: list[Message]) -> TemplateConversation:
 
 
 def template_message(message: Message, i: int) -> dict:
-    out: dict[str, Any] = {"role": message["role"], "content": _joined(message, "text")}
+    out: dict[str, Any] = {"role": message["role"]}
+    if not message.get(CONTENT_ABSENT):
+        out["content"] = _joined(message, "text")
     if any(b["type"] == "reasoning" for b in message["content"]):
         reasoning = _joined(message, "reasoning")
         out = {"thinking": reasoning, **out, "reasoning_content": reasoning}  # transformers' key order
@@ -59,6 +67,16 @@ def template_message(message: Message, i: int) -> dict:
     if calls:
         out["tool_calls"] = calls
     return out | {key: message[key] for key in MESSAGE_FIELDS if key in message}
+
+
+def _tools_only(message: Message) -> bool:
+    """A system message holding only tools (the one converters add for them); one the row had with
+    a null content is the row's, which transformers passes on without content."""
+    return (
+        message["role"] == "system"
+        and not message.get(CONTENT_ABSENT)
+        and all(b["type"] == "tools" for b in message["content"])
+    )
 
 
 def texts_of(message: Message) -> list[str]:

@@ -9,7 +9,8 @@
 The template is the one transformers would use: ``template=`` (a Jinja text, or the name of one of
 the tokenizer's named templates), else the tokenizer's, where a tokenizer with named templates
 gives ``tool_use`` to rows with tools and ``default`` to the others. The messages are the v1
-messages as messages.py hands them to templates (with transformers' reasoning aliases).
+messages as messages.py hands them to templates (with transformers' reasoning aliases, and no
+``content`` where the row's was null or missing, as transformers drops null keys).
 
 Spans, per row:
 
@@ -36,8 +37,9 @@ SentencePiece-style (Metaspace) tokenizers alike; decoded text is never compared
 
 Errors. A template that cannot mask even a single-turn conversation is a ConfigError at
 construction. Every other failure is one row's RowError: ``template_mask`` (no exact answer),
-``template_error`` (the template raised), ``special_token_in_text`` (a row's text holds a special
-token string, which the rendered text would turn into a control token).
+``template_error`` (the template raised: also where it reads a content the row has not, as in
+transformers), ``special_token_in_text`` (a row's text holds a special token string, which the
+rendered text would turn into a control token).
 """
 
 from __future__ import annotations
@@ -119,6 +121,9 @@ class TemplateStrategy(TemplateSpans, PromptStrategy):
         # and a trained non-assistant turn is placed by a probe render (template_spans._other_span)
         out["special_token_check"] = "json_unescaped"
         out |= MESSAGE_FIELDS_RULE  # a message's name and tool_call_id reach the template (prompt.py)
+        # rule changed on 2026-12-06, recorded likewise: a message whose row gave no content (null or
+        # missing) reaches the template without a content key, as transformers drops null keys (it got "")
+        out["null_content"] = "dropped"
         if self.trained_roles != {"assistant"}:
             out["other_turn_spans"] = "probe"
         return out

@@ -18,6 +18,8 @@ with ``{% generation %}`` blocks give their spans directly (``_generation_spans`
 
 from __future__ import annotations
 
+from jinja2.exceptions import UndefinedError
+
 from pipeline_core.chat.messages import TemplateConversation
 from pipeline_core.chat.span_cuts import Span, mask_error
 from pipeline_core.errors import RowError
@@ -35,7 +37,7 @@ class TemplateSpans:
         try:
             return render_chat_template(template, messages, generation_prompt, conversation.tools, **self._variables)
         except Exception as e:  # the template is user code: any failure is this row's problem
-            raise RowError("template_error", f"the chat template failed on this row: {type(e).__name__}: {e}") from None
+            raise template_error(e, conversation, messages) from None
 
     def _prefix_spans(
         self, template: str, conversation: TemplateConversation, per_turn: bool
@@ -119,8 +121,10 @@ class TemplateSpans:
             text, spans = render_with_generation_spans(
                 template, conversation.messages, conversation.tools, **self._variables
             )
-        except ValueError as e:
+        except ValueError as e:  # the generation output cannot be located
             raise mask_error(str(e), None) from None
+        except Exception as e:  # the template failed, as in _render
+            raise template_error(e, conversation, conversation.messages) from None
         assistants = [k for k, m in enumerate(conversation.messages) if m["role"] == "assistant"]
         if len(spans) == len(assistants):
             return text, [(start, end, k) for (start, end), k in zip(spans, assistants)]
@@ -150,6 +154,22 @@ class TemplateSpans:
                 return self._rewritten(conversation, conversation.owners[k], per_turn, turn)
             end = len(through)
         return [(whole, [(len(before), len(through), k) for before, through, k in turns])]
+
+
+def template_error(error: Exception, conversation: TemplateConversation, messages: list[dict]) -> RowError:
+    """The row's ``template_error``. A template that reads a content the row does not have (null or
+    missing: chat/messages.py) fails as it does in transformers; the error says how to give one."""
+    message = f"the chat template failed on this row: {type(error).__name__}: {error}"
+    absent = [conversation.owners[k] for k, m in enumerate(messages) if "content" not in m]
+    if not (absent and isinstance(error, UndefinedError) and "content" in str(error)):
+        return RowError("template_error", message)
+    return RowError(
+        "template_error",
+        f"{message}. messages[{absent[0]}] has no content (null or missing in the row), and like "
+        "transformers the template gets none; this template needs one: give the message a content "
+        'string ("" for a turn that only calls tools), or use a template that renders such turns',
+        f"messages[{absent[0]}].content",
+    )
 
 
 def exact_turn(before: str, through: str, whole: str, end: int) -> bool:

@@ -13,8 +13,10 @@ from dataclasses import field as dataclass_field
 from typing import Any
 
 from pipeline_core.converters.fields import optional_str
-from pipeline_core.converters.sample import MESSAGE_FIELDS, MessageFields
+from pipeline_core.converters.sample import CONTENT_ABSENT, MESSAGE_FIELDS, MessageFields
 from pipeline_core.errors import RowError
+
+CARRIED = (*MESSAGE_FIELDS, CONTENT_ABSENT)  # added 2026-12-06: a null content was carried as ""
 
 
 def message_fields(msg: Mapping[str, Any], role: str, field: str) -> MessageFields:
@@ -31,8 +33,8 @@ def message_fields(msg: Mapping[str, Any], role: str, field: str) -> MessageFiel
 
 
 def carries_field() -> Any:
-    """The ``carries`` field of a converter that carries these fields: MESSAGE_FIELDS, not an option.
-    It is in the converter's repr, which keys exported rows and cached outputs (sources/convert.py's
-    ``converter_label``, the processors' ``describe``), so outputs made while they were dropped or
-    refused are rebuilt, not reused."""
-    return dataclass_field(default=MESSAGE_FIELDS, init=False)
+    """The ``carries`` field of a converter that carries these fields and the ``content_absent``
+    mark (content_absent.py): CARRIED, not an option. It is in the converter's repr, which keys
+    exported rows and cached outputs (sources/convert.py's ``converter_label``, the processors'
+    ``describe``), so outputs made while they were dropped or refused are rebuilt, not reused."""
+    return dataclass_field(default=CARRIED, init=False)

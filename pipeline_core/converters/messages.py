@@ -10,7 +10,9 @@ the sample, and what a chat template renders:
 - a message-level ``tool_calls`` list (the OpenAI shape) -> ``tool_calls`` blocks after the content,
   and ``reasoning_content`` -> a ``reasoning`` block before it;
 - ``name`` (any message) and ``tool_call_id`` (a tool message) -> kept on the message as they are
-  (message_fields.py), as the openai converter writes them, so exported rows read back unchanged.
+  (message_fields.py), as the openai converter writes them, so exported rows read back unchanged;
+- ``content_absent: true`` (the openai converter's mark of a null content) -> kept, on a message
+  without text blocks (content_absent.py).
 
 A message field that a template would render but that is not carried (``function_call``) is a
 RowError (``uncarried_field``): the row is never rendered without it.
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline_core.converters.content_absent import marked_absent
 from pipeline_core.converters.fields import (
     as_dict,
     as_row,
@@ -60,7 +63,7 @@ def validate_message(value: Any, field: str) -> Message:
     content = [c for j, b in enumerate(blocks) for c in _validate_block(b, f"{field}.content[{j}]")]
     content = _reasoning(msg, field) + content + message_tool_calls(msg, role, field)
     weight = _loss_weight(msg.get("loss_weight"), f"{field}.loss_weight")
-    return message(role, content, weight, message_fields(msg, role, field))
+    return message(role, content, weight, message_fields(msg, role, field), marked_absent(msg, content, field))
 
 
 def validate_messages(row: Mapping[str, Any], key: str) -> list[Message]:

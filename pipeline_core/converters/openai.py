@@ -1,7 +1,9 @@
 """OpenAI chat rows: ``{"messages": [{"role": ..., "content": ..., "tool_calls": [...]}], "tools"}``.
 
 ``content`` may be a string, null (an assistant turn that only calls tools) or a list of OpenAI
-content parts (``text``, ``image_url``, ``video_url``, ``audio_url``). ``reasoning_content`` on an
+content parts (``text``, ``image_url``, ``video_url``, ``audio_url``). A null or missing content
+marks the message ``content_absent`` (content_absent.py): the template gets no ``content`` for it,
+as from transformers, while ``""`` is an empty text it gets. ``reasoning_content`` on an
 assistant turn becomes a ``reasoning`` block ahead of its text; ``tool_calls`` follow the text.
 A message's ``name`` and a tool message's ``tool_call_id`` are carried as they are
 (message_fields.py), for the chat templates that write them.
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline_core.converters.content_absent import raw_content_absent
 from pipeline_core.converters.fields import (
     as_dict,
     as_row,
@@ -57,9 +60,10 @@ def openai_turn(turn: Any, field: str) -> Message:
     role = lookup_role(required_str(turn, "role", f"{field}.role"), _ROLES, f"{field}.role")
     content = [*_reasoning(turn, field), *_content(turn.get("content"), f"{field}.content")]
     content += message_tool_calls(turn, role, field)
-    if not content and turn.get("content") is None:
+    absent = raw_content_absent(turn)
+    if not content and absent:
         raise RowError("missing_field", f"{field} has neither content nor tool_calls", f"{field}.content")
-    return message(role, content, fields=message_fields(turn, role, field))
+    return message(role, content, fields=message_fields(turn, role, field), absent=absent)
 
 
 def openai_turns(turns: list[Any], field: str) -> list[Message]:

@@ -10,7 +10,8 @@ Both conversations are complete and share the prompt turns. Accepted shapes:
 - no prompt and ``chosen``/``rejected`` as full conversations (lists of turns).
 
 ``system``/``tools`` columns and media columns apply to both sides. OpenAI and v1 turns keep their
-``name`` and a tool turn its ``tool_call_id`` (message_fields.py).
+``name`` and a tool turn its ``tool_call_id`` (message_fields.py), and the mark of a null content
+(content_absent.py).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class PairConverter:
     columns: PairColumns = PairColumns()
     tags: ShareGPTTags | None = None  # set: every turn is read as ShareGPT with these tags
     turn_order: bool = False  # a ShareGPT prompt follows LLaMA-Factory's turn order (sharegpt.check_turn_order)
-    carries: tuple[str, ...] = carries_field()  # an OpenAI or v1 turn's name/tool_call_id (turns.py)
+    carries: tuple[str, ...] = carries_field()  # an OpenAI or v1 turn's name/tool_call_id/content_absent (turns.py)
 
     def __call__(self, row: Mapping[str, Any]) -> PairSample:
         row, cols = as_row(row), self.columns

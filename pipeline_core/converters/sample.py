@@ -14,11 +14,19 @@ template may write: ``name`` (any message: who speaks, as OpenAI's ``name``) and
 and handed to the template as they are (chat/messages.py):
 
     {"role": "tool", "content": [{"type": "text", "value": "21"}], "loss_weight": 0.0, "tool_call_id": "call_7"}
+
+A message whose row gave no content (OpenAI's ``"content": null`` on a turn that only calls tools,
+or no ``content`` key) carries ``"content_absent": true`` (``CONTENT_ABSENT``): it holds no text
+block, and the template gets no ``content`` key, as transformers drops null keys before rendering
+(chat/messages.py). A ``""`` content is a text block of ``""`` instead, which the template gets::
+
+    {"role": "assistant", "content": [{"type": "tool_calls", "value": "{...}"}], "loss_weight": 1.0,
+     "content_absent": true}
 """
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 Role = Literal["system", "user", "assistant", "tool"]
 ContentType = Literal["text", "reasoning", "tools", "tool_calls", "image_url", "audio_url", "video_url"]
@@ -34,6 +42,7 @@ CONTENT_TYPES: tuple[str, ...] = (
     "video_url",
 )
 MESSAGE_FIELDS: tuple[str, ...] = ("name", "tool_call_id")
+CONTENT_ABSENT = "content_absent"
 
 
 class ContentBlock(TypedDict):
@@ -52,6 +61,7 @@ class Message(MessageFields):
     role: Role
     content: list[ContentBlock]
     loss_weight: float
+    content_absent: NotRequired[bool]  # True when present: the row gave no content (null or missing)
 
 
 class SFTSample(TypedDict):
@@ -77,10 +87,16 @@ def block(kind: ContentType, value: str) -> ContentBlock:
 
 
 def message(
-    role: Role, content: list[ContentBlock], loss_weight: float | None = None, fields: MessageFields | None = None
+    role: Role,
+    content: list[ContentBlock],
+    loss_weight: float | None = None,
+    fields: MessageFields | None = None,
+    absent: bool = False,
 ) -> Message:
+    """A v1 message; ``absent``: the row gave no content (marked ``content_absent``)."""
     weight = default_loss_weight(role) if loss_weight is None else float(loss_weight)
-    return {"role": role, "content": content, "loss_weight": weight, **(fields or {})}
+    marker = {CONTENT_ABSENT: True} if absent else {}
+    return {"role": role, "content": content, "loss_weight": weight, **(fields or {}), **marker}
 
 
 def text_message(role: Role, text: str) -> Message:

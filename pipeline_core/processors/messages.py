@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pipeline_core.converters.messages import validate_messages
 from pipeline_core.converters.registry import ConverterFactory
-from pipeline_core.converters.sample import MESSAGE_FIELDS, ROLES, Message, text_message
+from pipeline_core.converters.sample import CONTENT_ABSENT, MESSAGE_FIELDS, ROLES, Message, text_message
 from pipeline_core.errors import ConfigError, RowError
 from pipeline_core.processors.base import is_blank, require_text
 from pipeline_core.processors.media import MediaPolicy, check_policy, media_refs
@@ -136,8 +136,9 @@ def _prompt(conversation: Conversation) -> list[tuple]:
 
 
 def _fields(message: Message) -> tuple:
-    """The message's name and tool_call_id: a template may write them, so they are prompt too."""
-    return tuple(message.get(key) for key in MESSAGE_FIELDS)
+    """The message's name and tool_call_id, and whether its content is absent: a template may write
+    them, or test for a content, so they are prompt too."""
+    return (*(message.get(key) for key in MESSAGE_FIELDS), bool(message.get(CONTENT_ABSENT)))
 
 
 class ConversationReader:

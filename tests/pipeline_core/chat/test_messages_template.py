@@ -290,5 +290,6 @@ def test_template_describes_its_source(tok):
         "mask": "generation",
         "special_token_check": "json_unescaped",
         "message_fields": "name,tool_call_id",
+        "null_content": "dropped",
     }
     assert described["strategy_tokens"] == tokens

@@ -48,6 +48,8 @@ def reference_messages(v1: list[dict]) -> tuple[list[dict], list | None, list[in
         if m["role"] == "system" and all(b["type"] == "tools" for b in m["content"]):
             continue
         msg = {"role": m["role"], "content": "".join(b["value"] for b in m["content"] if b["type"] == "text")}
+        if m.get("content_absent"):  # the row's content was null: transformers drops the key
+            del msg["content"]
         reasoning = [b["value"] for b in m["content"] if b["type"] == "reasoning"]
         if reasoning:
             msg["reasoning_content"] = "".join(reasoning)

@@ -35,7 +35,8 @@ def test_openai_carries_name_and_tool_call_id():
     assert convert("openai", OPENAI_ROW)["messages"] == [
         {"role": "system", "content": [text("S")], "loss_weight": 0.0, "name": "moderator"},
         {"role": "user", "content": [text("1+1?")], "loss_weight": 0.0, "name": "alice"},
-        {"role": "assistant", "content": [{"type": "tool_calls", "value": json.dumps(CALL)}], "loss_weight": 1.0},
+        {"role": "assistant", "content": [{"type": "tool_calls", "value": json.dumps(CALL)}], "loss_weight": 1.0,
+         "content_absent": True},
         {"role": "tool", "content": [text("2")], "loss_weight": 0.0, "name": "add", "tool_call_id": "call_7"},
         {"role": "assistant", "content": [text("2")], "loss_weight": 1.0, "name": "helper"},
     ]  # fmt: skip
@@ -83,8 +84,9 @@ def test_a_field_that_cannot_be_carried_as_given_is_a_row_error(name, message, r
 @pytest.mark.parametrize("name", ["openai", "messages", "pair"])
 def test_the_converters_that_carry_the_fields_say_so_where_outputs_are_keyed(name):
     """sources' fingerprints and processors' describe() hold the converter's repr: outputs written
-    while the fields were dropped (openai, pair) or refused (messages) get other keys."""
+    while the fields were dropped (openai, pair) or refused (messages), or a null content was
+    written as "" (content_absent), get other keys."""
     converter = ConverterFactory.create(name)
-    assert "carries=('name', 'tool_call_id')" in converter_label(converter)
+    assert "carries=('name', 'tool_call_id', 'content_absent')" in converter_label(converter)
     with pytest.raises(ConfigError, match="carries"):  # not an option
         ConverterFactory.create(name, carries=())

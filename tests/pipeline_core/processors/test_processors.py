@@ -169,10 +169,21 @@ def test_dpo_pairs_must_share_their_prompt(trained, llamafactory):
         "chosen_messages": [{**turn("user", "2+2?"), "name": "ann"}, turn("assistant", "4")],
         "rejected_messages": [{**turn("user", "2+2?"), "name": "bob"}, turn("assistant", "5")],
     }  # a template that writes message.name renders two prompts
-    batch = processor.process_batch([other, same, longer, named])
+    call = {"role": "assistant", "content": [{"type": "tool_calls", "value": '{"name": "add", "arguments": {}}'}]}
+    absent = {
+        "chosen_messages": [
+            turn("user", "2+2?"),
+            {**call, "content_absent": True},
+            turn("tool", "4"),
+            turn("assistant", "4"),
+        ],
+        "rejected_messages": [turn("user", "2+2?"), call, turn("tool", "4"), turn("assistant", "5")],
+    }  # the template gets no content on one side and "" on the other: a template testing for it renders two prompts
+    batch = processor.process_batch([other, same, longer, named, absent])
     assert [(i, e.reason, e.field) for i, e in batch.errors] == [
         (0, "prompt_mismatch", "rejected_messages[0]"),
         (2, "prompt_mismatch", "rejected_messages[0]"),
         (3, "prompt_mismatch", "rejected_messages[0]"),
+        (4, "prompt_mismatch", "rejected_messages[1]"),
     ]
     assert batch.n_samples == 1
