@@ -168,6 +168,9 @@ class ConversationReader:
             "train_tool_calls": self.train_tool_calls,
             "media": self.media,
             **roles,
+            # since 2026-12-06 v1 messages carry these to every strategy (rows holding them were
+            # refused or lost them): in the key whatever the strategy, a user's own included
+            "message_fields": ",".join((*MESSAGE_FIELDS, CONTENT_ABSENT)),
         }
 
     def sft(self, row: Any, response_key: str = "response", normalize: Normalize = None) -> Conversation:
