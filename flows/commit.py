@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from pipeline_core.commit.manifest import Manifest, ManifestEntry, entry_files, open_for_run, save_manifest
+from pipeline_core.commit.manifest import Manifest, ManifestEntry, entry_files, in_folder, open_for_run, save_manifest
 from pipeline_core.storage.fs import remove_quietly
 
 SAVE_EVERY = 1.0
@@ -114,7 +114,7 @@ class Committer:
         names = {f.url.rsplit("/", 1)[-1] for r in results for f in r.files()} | self._names_of(keep_inputs)
         dropped = [e for k, e in self.manifest.entries.items() if k not in names]
         # an earlier run's, killed midway, that this run did not write again
-        left = [url for url in self.manifest.dropping if url.rsplit("/", 1)[-1] not in names]
+        left = [in_folder(self.output_dir, u) for u in self.manifest.dropping if u.rsplit("/", 1)[-1] not in names]
         urls = list(dict.fromkeys([url for entry in dropped for url in entry_files(self.output_dir, entry)] + left))
         self.manifest.entries = {k: v for k, v in self.manifest.entries.items() if k in names}
         self.manifest.complete = True

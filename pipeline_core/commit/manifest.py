@@ -88,9 +88,17 @@ class Manifest:
 
 
 def entry_files(output_dir: str, entry: ManifestEntry) -> list[str]:
-    """The URLs of the files one entry stands for: its own, and its result's quarantine file."""
+    """The URLs of the files one entry stands for: its own, and its result's quarantine file. Both
+    are in ``output_dir``: the recorded quarantine URL is taken by its name only, so a folder copied
+    elsewhere never names (nor has removed) the original folder's file."""
     errors_url = (entry.extra.get("result") or {}).get("errors_url")
-    return [join_url(output_dir, entry.name), *([errors_url] if errors_url else [])]
+    return [join_url(output_dir, entry.name), *([in_folder(output_dir, errors_url)] if errors_url else [])]
+
+
+def in_folder(output_dir: str, url: str) -> str:
+    """The file of ``url``'s name in ``output_dir``: a manifest's recorded URLs (quarantine files,
+    ``dropping``) name the folder it was written in, which a copy of the folder is not."""
+    return join_url(output_dir, url.rstrip("/").rsplit("/", 1)[-1])
 
 
 _ENTRY_FIELDS = tuple(f.name for f in fields(ManifestEntry))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline_core.commit.manifest import Manifest, load_manifest, manifest_url, save_manifest
+from pipeline_core.commit.manifest import Manifest, in_folder, load_manifest, manifest_url, save_manifest
 from pipeline_core.storage.fs import remove_quietly
 
 
@@ -26,7 +26,8 @@ def retire(output_dir: str, storage_options: dict | None = None, with_files: Seq
     manifest = load_manifest(output_dir, storage_options)
     if manifest is None:
         return []
-    urls = sorted({*manifest.file_urls(output_dir), *manifest.dropping, *with_files})
+    dropping = [in_folder(output_dir, url) for url in manifest.dropping]  # of this folder, were it copied
+    urls = sorted({*manifest.file_urls(output_dir), *dropping, *with_files})
     retiring = Manifest(manifest.stage, manifest.config_hash, complete=False, dropping=urls)
     save_manifest(output_dir, retiring.to_json(), storage_options)
     for url in urls:

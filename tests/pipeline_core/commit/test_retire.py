@@ -64,3 +64,26 @@ def test_a_retirement_cut_short_is_refused_by_readers_and_finished_by_the_next(t
         committed_outputs(str(folder), ".h5")
     retire(str(folder))  # a later run finds the folder so and finishes, the run record included
     assert list(folder.iterdir()) == []
+
+
+def test_a_copied_folder_never_removes_the_original_folders_files(tmp_path):
+    """The manifest records its quarantine files (and an interrupted run's ``dropping``) by URL, in
+    the folder it was written in: retiring a copy removes the copy's files, never the original's."""
+    import shutil
+
+    original = tmp_path / "validation"
+    committed_folder(original)
+    copy = tmp_path / "copy" / "validation"
+    shutil.copytree(original, copy)
+    manifest = load_manifest(str(copy))
+    manifest.dropping = [str(original / "b.h5")]  # a removal cut short in the original folder
+    save_manifest(str(copy), manifest.to_json())
+    removed = retire(str(copy))
+    assert all(url.startswith(str(copy)) for url in removed) and str(copy / "a.errors.jsonl") in removed
+    assert sorted(p.name for p in original.iterdir()) == [
+        "a.errors.jsonl",
+        "a.h5",
+        "b.h5",
+        "h5pipe-manifest.json",
+        "h5pipe-run.json",
+    ]
