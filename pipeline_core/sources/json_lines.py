@@ -33,7 +33,7 @@ class DiagnosedStream:
         try:
             yield from self._data
         except Exception as e:
-            where = first_bad_line(self._files, self._storage_options)
+            where = diagnosed(e, self._files, self._storage_options)
             if where is None:
                 raise
             raise unreadable(where) from e
@@ -42,6 +42,23 @@ class DiagnosedStream:
         if name.startswith("__") or name == "_data":  # not yet set while unpickling
             raise AttributeError(name)
         return getattr(self._data, name)
+
+
+def diagnosed(error: Exception, files: Sequence[str], storage_options: dict | None) -> str | None:
+    """``first_bad_line`` for a failed read that may be bad JSON; None for an I/O error (retried as
+    it is, never re-read here) or when the diagnosis itself fails (the original error stands)."""
+    if any(isinstance(e, OSError) for e in _chain(error)):
+        return None
+    try:
+        return first_bad_line(files, storage_options)
+    except Exception:  # noqa: BLE001 - the read's own error is the one to report
+        return None
+
+
+def _chain(error: BaseException | None) -> Iterator[BaseException]:
+    while error is not None:
+        yield error
+        error = error.__cause__ or error.__context__
 
 
 def first_bad_line(files: Sequence[str], storage_options: dict | None = None) -> str | None:

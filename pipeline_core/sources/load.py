@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline_core.sources.json_lines import DiagnosedStream, first_bad_line, unreadable
+from pipeline_core.sources.json_lines import DiagnosedStream, diagnosed, unreadable
 
 
 def load_files(files: Sequence[str], builder: str, *, streaming: bool, storage_options: dict | None):
@@ -25,7 +25,7 @@ def load_files(files: Sequence[str], builder: str, *, streaming: bool, storage_o
             **options,
         )
     except Exception as e:  # datasets wraps a JSON parse error without its line: find it
-        where = first_bad_line(files, storage_options) if builder == "json" else None
+        where = diagnosed(e, files, storage_options) if builder == "json" else None
         if where is None:
             raise
         raise unreadable(where) from e

@@ -49,3 +49,16 @@ def test_good_files_read_as_before_and_the_stream_pickles(tmp_path):
     assert read_all(path, False) == read_all(path, True) == [{"text": "one"}, {"text": "two"}]
     stream = open_source(str(path), streaming=True).data  # the wrapped IterableDataset
     assert list(pickle.loads(pickle.dumps(stream))) == [{"text": "one"}, {"text": "two"}]
+
+
+def test_an_io_error_is_not_diagnosed_and_a_failing_diagnosis_keeps_the_error(tmp_path):
+    from pipeline_core.sources.json_lines import diagnosed
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"text": "x\\ud800"}\n', encoding="utf-8")
+    parse = ValueError("JSON parse error")
+    assert diagnosed(parse, [str(path)], None).endswith("line 1: no low surrogate in string (column 12)")
+    io = RuntimeError("read failed")
+    io.__cause__ = ConnectionResetError("peer reset")
+    assert diagnosed(io, [str(path)], None) is None  # retried as it is, the files not read again
+    assert diagnosed(parse, [str(tmp_path / "gone.jsonl")], None) is None  # the read's own error stands
