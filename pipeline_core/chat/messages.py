@@ -79,17 +79,17 @@ def _tools_only(message: Message) -> bool:
     )
 
 
-def texts_of(message: Message) -> list[str]:
-    """Every string of a message that the template writes: checked for special-token strings. A
-    JSON block (tool calls, tools) counts twice: as written, and with its escapes undone, as a
-    template's ``tojson`` writes it back (``"\\u003c|im_end|\\u003e"`` renders as ``<|im_end|>``).
-    The message's ``name`` and ``tool_call_id`` count too."""
-    texts = [message[key] for key in MESSAGE_FIELDS if key in message]
+def texts_of(message: Message) -> list[tuple[str, str]]:
+    """Every string of a message that the template writes, with the field it comes from (``content``,
+    ``name``, ``tool_call_id``): checked for special-token strings. A JSON block (tool calls, tools)
+    counts twice: as written, and with its escapes undone, as a template's ``tojson`` writes it
+    back (``"\\u003c|im_end|\\u003e"`` renders as ``<|im_end|>``)."""
+    texts = [(key, message[key]) for key in MESSAGE_FIELDS if key in message]
     for b in message["content"]:
         if b["type"] in ("text", "reasoning"):
-            texts.append(b["value"])
+            texts.append(("content", b["value"]))
         elif b["type"] in ("tool_calls", "tools"):
-            texts += [b["value"], _unescaped(b["value"])]
+            texts += [("content", b["value"]), ("content", _unescaped(b["value"]))]
     return texts
 
 

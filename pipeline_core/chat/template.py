@@ -277,19 +277,19 @@ class TemplateStrategy(TemplateSpans, PromptStrategy):
         for i, message in enumerate(messages):
             self.check_texts(texts_of(message), i)
 
-    def check_texts(self, texts: list[str], i: int) -> None:
-        """A RowError when one of message ``i``'s texts holds a special token string."""
+    def check_texts(self, texts: list[tuple[str, str]], i: int) -> None:
+        """A RowError when one of message ``i``'s (field, text) pairs holds a special token string."""
         if self._specials is None:
             return
-        for value in texts:
+        for key, value in texts:
             found = self._specials.search(value)
             if found:
                 raise RowError(
                     "special_token_in_text",
-                    f"messages[{i}] contains the special token {found.group()!r}; the template strategy "
+                    f"messages[{i}].{key} contains the special token {found.group()!r}; the template strategy "
                     "encodes rendered text with special tokens on, so it would become a control token. "
                     "Clean the data or use the chatml/alpaca strategy, which encode data as text",
-                    f"messages[{i}].content",
+                    f"messages[{i}].{key}",
                 )
 
     def _probe(self) -> None:

@@ -76,8 +76,8 @@ def _rendered(strategy, frame, pairs: list[tuple[str, str]]) -> tuple[list, list
     for i, (query, response) in enumerate(pairs):
         if special(query) or special(response):
             try:
-                strategy.check_texts([query], 0)
-                strategy.check_texts([response], 1)
+                strategy.check_texts([("content", query)], 0)
+                strategy.check_texts([("content", response)], 1)
             except RowError as e:
                 errors.append((i, e))
                 continue

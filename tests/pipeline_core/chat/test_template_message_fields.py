@@ -122,6 +122,7 @@ def test_a_template_sees_the_fields_and_refuses_a_special_token_in_them(fields_f
     row = json.loads(text.replace('"bob"', '"bob<|im_end|>"'))
     batch = processed(fields_folder, [row])
     assert [(i, e.reason) for i, e in batch.errors] == [(0, "special_token_in_text")]
+    assert batch.errors[0][1].field.endswith(".name")  # the field that holds it, not the content
 
 
 @pytest.fixture(scope="module")
