@@ -126,14 +126,15 @@ def tail_warning(summary: dict) -> str | None:
 
 
 def untrained_warning(summary: dict) -> str | None:
-    """A warning when concat packing left packs with no trained token, saying what they do and the cure."""
+    """A warning when packing left packs with no trained token, saying what they do and the cure."""
     untrained = summary.get("untrained_packs", 0)
     if not untrained:
         return None
     return (
-        f"{untrained} of {summary['packs']} packs hold no trained token (a long prompt cut by packing='concat'; "
-        "every label -100): a batch made only of such packs has a NaN mean loss. Use packing='bfd' (whole "
-        "samples), a larger pack_size, or a trainer that divides the loss by the batch's trained tokens"
+        f"{untrained} of {summary['packs']} packs hold no trained token (a long prompt cut by packing='concat', "
+        "or trained tokens only at document starts; every label -100): a batch made only of such packs has a "
+        "NaN mean loss. Use packing='bfd' (whole samples), a larger pack_size, or a trainer that divides the "
+        "loss by the batch's trained tokens"
     )
 
 

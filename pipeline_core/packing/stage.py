@@ -30,7 +30,7 @@ Packing = Literal["concat", "bfd"]
 
 class PackStage(Protocol):
     whole_samples: bool  # True if no sample is ever split across packs
-    untrained_packs: int  # packs emitted so far whose loss mask is all False (see ConcatStage)
+    untrained_packs: int  # packs emitted so far whose labels are all -100 (``untrained``)
 
     def add(self, samples: dict[str, Ragged]) -> Packs: ...
 

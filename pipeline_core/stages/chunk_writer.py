@@ -78,7 +78,7 @@ class ChunkWriter:
             self.megatron.discard()
 
     def _pack_counts(self) -> None:
-        """From the sink that packs: the HDF5, else MindSpeed's (both share one packer)."""
+        """From the sink that packs: the HDF5, else MindSpeed's (output_format mindspeed writes no HDF5)."""
         sink = next((s for s in (self.h5, self.megatron) if getattr(s, "packer", None) is not None), None)
         if sink is None:
             return
