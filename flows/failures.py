@@ -9,6 +9,8 @@ import errno
 import re
 from collections.abc import Callable
 
+from pipeline_core.errors import error_chain
+
 _H5_FILE = re.compile(r"filename = '([^']+)'")
 
 
@@ -30,7 +32,7 @@ def check_config(flow_name: str, params, fail: Callable[[str, int], None]) -> No
 def disk_full(error: BaseException) -> str | None:
     """The message for a run that ran out of disk space (naming the file), else None."""
     text = str(error)
-    chained = [e for e in _chain(error) if isinstance(e, OSError) and e.errno == errno.ENOSPC]
+    chained = [e for e in error_chain(error) if isinstance(e, OSError) and e.errno == errno.ENOSPC]
     if not chained and "No space left on device" not in text and "errno = 28" not in text:
         return None
     found = _H5_FILE.search(text)
@@ -40,9 +42,3 @@ def disk_full(error: BaseException) -> str | None:
         f"h5pipe ran out of disk space{where} (No space left on device). Free space or write to another "
         "folder, then rerun: finished chunks are kept, and the interrupted one's temporary file is swept"
     )
-
-
-def _chain(error: BaseException | None):
-    while error is not None:
-        yield error
-        error = error.__cause__ or error.__context__

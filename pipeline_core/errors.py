@@ -6,6 +6,7 @@ user can fix the data; a bad config says which setting to change.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -47,3 +48,12 @@ class BadRowError(ValueError):
         super().__init__(f"{where}:{field} {error.message} (reason: {error.reason})")
         self.where = where
         self.error = error
+
+
+def error_chain(error: BaseException | None) -> Iterator[BaseException]:
+    """``error``, then what caused it (``__cause__``, else ``__context__``), and so on; each once."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__

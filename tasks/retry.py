@@ -10,6 +10,8 @@ from __future__ import annotations
 import errno
 import socket
 
+from pipeline_core.errors import error_chain
+
 TRANSIENT_CODES = {
     "SlowDown",
     "Throttling",
@@ -49,14 +51,6 @@ class TransientIOError(OSError):
     """Raise this (or wrap in it) to say: the same call may well succeed if tried again."""
 
 
-def _chain(exc: BaseException):
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
 def _client_error_code(exc: BaseException) -> str | None:
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
@@ -67,7 +61,7 @@ def _client_error_code(exc: BaseException) -> str | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    for e in _chain(exc):
+    for e in error_chain(exc):
         if isinstance(e, (TransientIOError, TimeoutError, ConnectionError, socket.timeout)):
             return True
         if type(e).__name__ in TRANSIENT_NAMES:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 import fsspec
 import orjson
 
-from pipeline_core.errors import SourceError
+from pipeline_core.errors import SourceError, error_chain
 
 
 def unreadable(where: str) -> SourceError:
@@ -47,18 +47,12 @@ class DiagnosedStream:
 def diagnosed(error: Exception, files: Sequence[str], storage_options: dict | None) -> str | None:
     """``first_bad_line`` for a failed read that may be bad JSON; None for an I/O error (retried as
     it is, never re-read here) or when the diagnosis itself fails (the original error stands)."""
-    if any(isinstance(e, OSError) for e in _chain(error)):
+    if any(isinstance(e, OSError) for e in error_chain(error)):
         return None
     try:
         return first_bad_line(files, storage_options)
     except Exception:  # noqa: BLE001 - the read's own error is the one to report
         return None
-
-
-def _chain(error: BaseException | None) -> Iterator[BaseException]:
-    while error is not None:
-        yield error
-        error = error.__cause__ or error.__context__
 
 
 def first_bad_line(files: Sequence[str], storage_options: dict | None = None) -> str | None:
