@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline_core.formats.positions import CU_SEQLENS, POSITION_IDS, read_position_ids
+from pipeline_core.formats.positions import CU_SEQLENS, POSITION_IDS, positions_from_cu
 
 BLOCK_PACKS = 4096
 
@@ -33,10 +33,9 @@ def packed_problems(f, attrs: dict) -> list[str]:
     problems = boundary_problems(cu, offsets, size)
     if problems:
         return problems  # the rows are read by their boundaries
-    used = cu[offsets[1:] - 1]
-    for lo in range(0, used.size, BLOCK_PACKS):
-        hi = min(lo + BLOCK_PACKS, used.size)
-        problems = _row_problems(f, attrs, lo, hi, used[lo:hi])
+    for lo in range(0, offsets.size - 1, BLOCK_PACKS):
+        block = offsets[lo : lo + BLOCK_PACKS + 1]  # the block's packs, by the boundaries read above
+        problems = _row_problems(f, attrs, lo, cu[block[0] : block[-1]], block - block[0])
         if problems:
             return problems
     return []
@@ -59,8 +58,10 @@ def boundary_problems(cu: np.ndarray, offsets: np.ndarray, pack_size: int) -> li
     return []
 
 
-def _row_problems(f, attrs: dict, lo: int, hi: int, used: np.ndarray) -> list[str]:
-    pads = np.arange(int(attrs["pack_size"]))[None, :] >= used[:, None]
+def _row_problems(f, attrs: dict, lo: int, cu: np.ndarray, offsets: np.ndarray) -> list[str]:
+    """Packs ``lo:lo + len(offsets) - 1``, whose boundaries are ``cu`` (flat) at ``offsets``."""
+    hi, size = lo + offsets.size - 1, int(attrs["pack_size"])
+    pads = np.arange(size)[None, :] >= cu[offsets[1:] - 1][:, None]
     ids = set(attrs.get("packed_id_keys") or ["sequence"])
     problems = []
     for key in sorted(k for k in f if f[k].ndim == 2 and k != POSITION_IDS):
@@ -68,7 +69,7 @@ def _row_problems(f, attrs: dict, lo: int, hi: int, used: np.ndarray) -> list[st
         problems += _id_problems(key, rows, pads, attrs, lo) if key in ids else _pad_problems(key, rows, pads, lo)
     if POSITION_IDS in f:
         stored = f[POSITION_IDS][lo:hi].astype(np.int32)
-        wrong = np.any(stored != read_position_ids(f, lo, hi), axis=1)
+        wrong = np.any(stored != positions_from_cu(cu, offsets, size), axis=1)
         if wrong.any():
             problems.append(f"pack {lo + _first(wrong)}: position_ids differ from the ones cu_seqlens gives")
     return problems
