@@ -237,7 +237,7 @@ def _cache_run_locked(params: CacheParams) -> dict:
         logger,
     )
     results, cached = in_order(outcome, len(inputs))
-    stamp_outputs(results, committer, storage, listed=plan.reused_output_infos())
+    stamp_outputs(results, cached, committer, storage, listed=plan.reused_output_infos())
     check_error_rates(results, params.max_error_rate)
     check_min_samples(results, params.min_samples)
     summary = publish_cache_report(results, cached, params.output, time.perf_counter() - started, params.pack_size)

@@ -153,7 +153,7 @@ def _export_run_locked(params: ExportParams) -> dict:
             len(plan.reused),
         )
         results, cached = _run_mapped(job, storage, options, plan, committer, params.run.verify_hits)
-        stamp_outputs(results, committer, storage, listed=plan.reused_output_infos())
+        stamp_outputs(results, cached, committer, storage, listed=plan.reused_output_infos())
     summary = export_totals(results, cached, source)
     summary["seconds"] = round(time.perf_counter() - started, 3)
     create_table_artifact(

@@ -105,16 +105,22 @@ def _split(plan: Plan, candidates: list, how: str, storage: dict) -> Plan:
     return plan
 
 
-def stamp_outputs(results: list, committer, storage: dict, listed: dict | None = None) -> None:
-    """Record the current stamp of each file of each result, so the next run need not hash it.
+def stamp_outputs(results: list, cached: list[bool], committer, storage: dict, listed: dict | None = None) -> None:
+    """Record the current stamp of each file of each reused result, so the next run need not hash it.
 
+    Only results this run did not write (``cached``: plan reuse, Prefect hits, manifest resumes)
+    are restamped: their files were checked by the reuse rule, perhaps by sha256 after a touch
+    that changed the stamp. A result a task wrote this run keeps the stamps the task took with its
+    sha256 (tasks/hashing.py): a stamp listed now could belong to a rewrite made after that hash,
+    and would then vouch for bytes the recorded sha256 does not describe.
     ``listed``: infos already known to be current (the plan's, for reused chunks); the other
     files are listed here, once per folder.
     """
     listed = listed or {}
-    urls = [f.url for r in results for f in r.files() if f.url not in listed]
+    reused = [r for r, hit in zip(results, cached, strict=True) if hit]
+    urls = [f.url for r in reused for f in r.files() if f.url not in listed]
     infos = {**file_infos(urls, storage), **listed}
-    for result in results:
+    for result in reused:
         if _restamp(result, infos):
             committer.record(result, save=False)  # saved once, by the final commit
 

@@ -108,7 +108,9 @@ class PartFile(BaseModel):
     url: str
     sha256: str
     size: int
-    stamp: str | None = None  # its stamp when its sha256 was taken (tasks/hashing.py), renewed by flows/plan.py
+    stamp: str | None = (
+        None  # its stamp when its sha256 was taken (tasks/hashing.py), renewed by flows/plan.py for reused chunks
+    )
 
 
 class Publishes(BaseModel):
@@ -133,7 +135,9 @@ class ChunkResult(Publishes):
     errors_url: str | None = None
     source_sha256: str
     source_stamp: str | None = None  # the input's stamp when it was hashed (flows/plan.py)
-    output_stamp: str | None = None  # the output's stamp when its sha256 was taken (tasks/), renewed by flows/plan.py
+    output_stamp: str | None = (
+        None  # the output's stamp when its sha256 was taken (tasks/), renewed by flows/plan.py for reused chunks
+    )
     sha256: str
     size: int
     rows_read: int
@@ -207,4 +211,6 @@ class ExportChunkResult(Publishes):
     size: int
     seconds: float = 0.0
     source_fingerprint: str = ""  # the source it was read from, set by export_flow (flows/plan.py)
-    output_stamp: str | None = None  # the output's stamp when its sha256 was taken (tasks/), renewed by flows/plan.py
+    output_stamp: str | None = (
+        None  # the output's stamp when its sha256 was taken (tasks/), renewed by flows/plan.py for reused chunks
+    )

@@ -78,6 +78,31 @@ def test_rewritten_output_is_not_reused(gpt2_path, c4_chunks, tmp_path):
     assert read_attrs(str(out))["rows_read"] == 100
 
 
+def test_an_output_rewritten_after_its_task_keeps_the_stamp_of_its_hash(gpt2_path, c4_chunks, tmp_path, monkeypatch):
+    """A same-size rewrite between a task's sha256 and the end of the run: the manifest must not
+    pair the rewrite's stamp with the task's sha256, or the next run would trust the rewrite."""
+    import flows.cache_flow
+
+    out = tmp_path / "out" / "train_chunk_0.h5"
+    stamp_outputs = flows.cache_flow.stamp_outputs
+
+    def rewrite_then_stamp(*args, **kwargs):
+        data = bytearray(out.read_bytes())
+        data[-1] ^= 0xFF  # same size, other bytes
+        out.write_bytes(bytes(data))
+        return stamp_outputs(*args, **kwargs)
+
+    p = params(gpt2_path, c4_chunks, tmp_path / "out")
+    monkeypatch.setattr(flows.cache_flow, "stamp_outputs", rewrite_then_stamp)
+    first, _ = run(p)
+    monkeypatch.setattr(flows.cache_flow, "stamp_outputs", stamp_outputs)
+    assert first["cached"] == [False, False, False]
+    again, tasks = run(p)
+    assert again["cached"][0] is False  # seen as changed, built again; before: reused as it was
+    assert "hash-chunk" in tasks
+    assert read_attrs(str(out))["rows_read"] == 100
+
+
 def test_same_size_rewrite_with_restored_mtime_is_seen(gpt2_path, c4_chunks, tmp_path):
     """A same-size in-place rewrite with its mtime put back: the stamp's st_ctime_ns shows it (issue 17)."""
     p = params(gpt2_path, c4_chunks, tmp_path / "out")
@@ -104,6 +129,28 @@ def test_unchanged_outputs_are_not_read_again(gpt2_path, c4_chunks, tmp_path, mo
     monkeypatch.setattr(pipeline_core.commit.standing, "file_digest", fail)
     second, tasks = run(p)
     assert tasks == [] and second["cached"] == [True, True, True]
+
+
+def test_a_touched_output_is_hashed_once_then_known_by_its_new_stamp(gpt2_path, c4_chunks, tmp_path, monkeypatch):
+    """Same bytes, new mtime: the next run hashes it and reuses it, and records the new stamp, so
+    the run after that reads nothing."""
+    import pipeline_core.commit.standing
+
+    p = params(gpt2_path, c4_chunks, tmp_path / "out")
+    run(p)
+    out = tmp_path / "out" / "train_chunk_1.h5"
+    os.utime(out, ns=(out.stat().st_atime_ns, out.stat().st_mtime_ns + 5_000_000_000))
+    hashed = []
+    real = pipeline_core.commit.standing.file_digest
+    monkeypatch.setattr(
+        pipeline_core.commit.standing, "file_digest", lambda url, *a, **k: hashed.append(url) or real(url, *a, **k)
+    )
+    second, tasks = run(p)
+    assert tasks == [] and second["cached"] == [True, True, True]
+    assert hashed == [str(out)]
+    third, tasks = run(p)
+    assert tasks == [] and third["cached"] == [True, True, True]
+    assert hashed == [str(out)]  # not hashed a second time
 
 
 def test_unchanged_rerun_lists_the_outputs_once(gpt2_path, c4_chunks, tmp_path, monkeypatch):
