@@ -50,7 +50,8 @@ class H5Dataset(Dataset):
     ``ds[i]`` is ``{key: tensor}``: a packed row of every ``[n, pack_size]`` key plus its
     ``cu_seqlens``, or one sample's slice of every flat key; integer ids come back int64. Items
     count across the files in natural order; only files marked complete are read. ``keys`` limits
-    the keys read (default all); ``labels=True`` adds ``labels`` (-100 where not trained);
+    the keys read (default all; packed files always give their ``cu_seqlens`` and ``position_ids``,
+    the documents' boundaries); ``labels=True`` adds ``labels`` (-100 where not trained);
     ``share_memory=True`` loads every file once into shared memory for the workers. Works with
     ``DataLoader`` workers (handles are opened per process) and ``h5_collate``.
     """
@@ -160,7 +161,7 @@ class FileIndex:
             available = reader_keys(handle)  # stored keys and derived position_ids
             if not available:  # every row of its chunk was skipped
                 return cls(0, (), frozenset(), frozenset(), _attrs(handle))
-            wanted = keys or available
+            wanted = with_boundaries(keys, available) if keys else available
             missing = [k for k in wanted if k not in available]
             if missing:
                 raise KeyError(f"{path} has no key(s) {missing}; available keys: {available}")
@@ -171,6 +172,15 @@ class FileIndex:
         ragged = frozenset(k for k in wanted if counts[k][1])
         length = next(iter(counts.values()))[0] if counts else 0
         return cls(length, tuple(wanted), ragged, frozenset(wanted) - ragged, attrs)
+
+
+def with_boundaries(keys: list[str], available: list[str]) -> list[str]:
+    """``keys`` plus a packed file's document boundaries (``cu_seqlens``, ``position_ids``) when
+    they omit them: without both, ``h5_collate`` would take the packed rows for unpacked samples
+    and a model would attend, and number positions, across the documents of each pack."""
+    if CU_SEQLENS not in available:
+        return list(keys)
+    return [*keys, *(k for k in (CU_SEQLENS, POSITION_IDS) if k in available and k not in keys)]
 
 
 def _attrs(handle: h5py.File) -> dict:

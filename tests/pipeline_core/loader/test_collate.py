@@ -108,6 +108,26 @@ def test_packed_batches_keep_boundaries_per_item(sft, trained, packing):
     assert seen == Counter(rows)  # every pack exactly once per epoch
 
 
+@pytest.mark.parametrize("keys", [["sequence", "loss_mask"], ["sequence", "loss_mask", "position_ids"]])
+def test_packed_rows_keep_their_boundaries_whatever_keys_names(sft, keys):
+    """keys=[...] that leave out cu_seqlens must not turn packs into padded samples: the batch would
+    get an all-ones attention_mask and positions running across the documents of each pack."""
+    root, outputs, _ = sft
+    stored = load_h5(outputs["concat"][0])
+    dataset = H5Dataset(root / "concat", keys=keys, labels=True)
+    batch = h5_collate([dataset[i] for i in range(3)])
+    assert "attention_mask" not in batch
+    for row in range(3):
+        cu = stored["cu_seqlens"][row].tolist()
+        starts = set(cu[:-1])
+        expected, position = [], 0
+        for column in range(len(stored["sequence"][row])):  # 0 at each document start, by hand
+            position = 0 if column in starts or column >= cu[-1] else position + 1
+            expected.append(position)
+        assert batch["position_ids"][row].tolist() == expected
+        assert batch["cu_seqlens"][row].tolist() == cu
+
+
 def test_narrow_stored_ids_come_back_int64(tmp_path):
     writer = H5Writer(str(tmp_path / "chunk_0.h5"))
     writer.append_ragged("sequence", Ragged.from_lists([[65535, 2, 3], [7]], dtype=np.uint16))
