@@ -11,7 +11,8 @@ a deferred key (``loss_weight``) that a chunk left out because its values were a
 there from the key it then repeats (``Processor.deferred_stand_ins``: ``loss_mask``). The prefix's folder is created and gets its own
 ``h5pipe-manifest.json`` (stage ``merge``) listing the merged files with their sha256, so
 ``h5pipe verify`` checks them like any output; it must not be the input folder, whose manifest
-belongs to the cache run.
+belongs to the cache run. Merging again into the same prefix replaces its files: those of a key
+the new merge does not write (a ``loss_weight`` now all 0/1, a dropped text key) are removed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pipeline_core.errors import ConfigError
 from pipeline_core.formats.megatron.output import LEVELS, merge_megatron
 from pipeline_core.processors import ProcessorFactory
 from pipeline_core.stages.outputs import output_stem
-from pipeline_core.storage.fs import join_url, natural_key, url_to_fs
+from pipeline_core.storage.fs import join_url, natural_key, remove_quietly, url_to_fs
 from pipeline_core.storage.hashing import file_digest
 
 STAGE = "merge"
@@ -37,9 +38,11 @@ def merge_output(input_dir: str, out_prefix: str, storage_options: dict | None =
         raise ConfigError(
             f"merge into another folder than the chunks' ({input_dir}): its manifest lists the cache run's outputs"
         )
+    manifest = _merge_manifest(out_dir, storage_options)  # before anything is written there
     maps = chunk_prefixes(input_dir, storage_options)
     merged = merge_megatron(maps, str(out_prefix), storage_options, ProcessorFactory.deferred_stand_ins())
-    _record(out_dir, input_dir, merged, len(maps), storage_options)
+    _retire_earlier(manifest, out_dir, posixpath.basename(str(out_prefix)), merged, storage_options)
+    _record(manifest, out_dir, input_dir, merged, len(maps), storage_options)
     return merged
 
 
@@ -82,11 +85,33 @@ def _results(manifest: Manifest) -> list[dict]:
     return [r for r in results if r and r.get("input_url")]
 
 
-def _record(out_dir: str, input_dir: str, merged: dict[str, str], chunks: int, storage_options) -> None:
-    """List the merged files in ``out_dir``'s manifest (a merge folder's, never another stage's)."""
+def _merge_manifest(out_dir: str, storage_options) -> Manifest:
+    """``out_dir``'s merge manifest (new if none); another stage's folder is refused."""
     manifest = load_manifest(out_dir, storage_options) or Manifest(STAGE, STAGE)
     if manifest.stage != STAGE:
         raise ConfigError(f"{out_dir} holds {manifest.stage} outputs; merge into a folder of its own")
+    return manifest
+
+
+def _retire_earlier(manifest: Manifest, out_dir: str, base: str, merged: dict[str, str], storage_options) -> None:
+    """Remove the files an earlier merge into the same prefix wrote for a key (or level) this one did
+    not write: left listed, a trainer would find a ``loss_weight`` or ``title`` dataset of another
+    run beside this run's ``sequence``. Other prefixes' files in the folder are left alone."""
+    written = {posixpath.basename(prefix) + ext for prefix in merged.values() for ext in (".bin", ".idx")}
+    for name, entry in list(manifest.entries.items()):
+        if name not in written and _prefix_of(name, entry.extra.get("key")) == base:
+            remove_quietly(join_url(out_dir, name), storage_options)
+            del manifest.entries[name]
+
+
+def _prefix_of(name: str, key: str | None) -> str | None:
+    """The merge prefix of ``{prefix}_{key}_{level}.bin|.idx``, by the key its entry records."""
+    found = key and re.fullmatch(r"(.+)_" + re.escape(key) + r"_(" + "|".join(LEVELS) + r")\.(bin|idx)", name)
+    return found.group(1) if found else None
+
+
+def _record(manifest: Manifest, out_dir: str, input_dir: str, merged: dict[str, str], chunks: int, storage_options):
+    """List the merged files in ``out_dir``'s merge manifest."""
     for key, prefix in merged.items():
         for ext in (".bin", ".idx"):
             digest = file_digest(prefix + ext, storage_options)

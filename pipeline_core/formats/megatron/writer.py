@@ -28,7 +28,8 @@ class IndexedWriter:
     Documents: with ``document_per_sequence=True`` (the default, Megatron's preprocessing without
     sentence splitting) each sequence from ``add_sequences`` is its own document. With ``False``
     sequences stay in an open document until ``end_document()``. ``add_document`` always appends
-    its sequences to the open document and closes it, e.g. the sentences of one text.
+    its sequences to the open document and closes it, e.g. the sentences of one text (none: an
+    empty document).
     ``finalize()`` closes a document left open.
 
     Use as a context manager: leaving the block normally finalizes, an exception discards the
@@ -64,14 +65,20 @@ class IndexedWriter:
             self._closed_count = self._sequence_count
 
     def add_document(self, flat: np.ndarray, lengths: np.ndarray) -> None:
+        """Append ``lengths`` sequences to the open document and close it: a document even with no
+        sequence (a text whose sentences all came out empty), as megatron-core's builder and
+        Megatron-LM's preprocess_data write it, so documents stay aligned with the HDF5 output."""
         self._append(flat, lengths)
-        self.end_document()
+        self._close_document()
 
     def end_document(self) -> None:
         """Close the open document; does nothing when no sequence was added since the last one."""
         if self._sequence_count > self._closed_count:
-            self._documents.append(np.array([self._sequence_count], dtype=np.int64))
-            self._closed_count = self._sequence_count
+            self._close_document()
+
+    def _close_document(self) -> None:
+        self._documents.append(np.array([self._sequence_count], dtype=np.int64))
+        self._closed_count = self._sequence_count
 
     def finalize(self) -> None:
         """Write the .idx and publish both files; the .idx appears last."""

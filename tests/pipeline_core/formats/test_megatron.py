@@ -36,7 +36,7 @@ def _megatron_indexed_dataset():
 # A document is a list of sequences; a corpus is a list of documents.
 token = st.integers(min_value=0, max_value=65_000)
 sequence = st.lists(token, max_size=12)
-document = st.lists(sequence, min_size=1, max_size=4)
+document = st.lists(sequence, max_size=4)  # a document may hold no sequence
 corpus = st.lists(document, min_size=1, max_size=8)
 
 
@@ -102,6 +102,26 @@ def test_batches_of_sequences_are_one_document_each(tmp_path_factory, batches):
     seqs, document_indices, _ = _read_megatron(prefix)
     assert seqs == expected
     assert document_indices == list(range(len(expected) + 1))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # megatron-core passes copy=False to numpy
+def test_an_empty_document_is_written_as_megatron_cores_builder_writes_it(tmp_path):
+    """A text whose sentences all came out empty is still a document (HDF5 keeps it): the same
+    .bin and .idx bytes as megatron-core's IndexedDatasetBuilder given the same documents."""
+    import torch
+
+    _megatron_indexed_dataset()
+    from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
+
+    docs = [[[1, 2], [3]], [], [[4, 5, 6]], []]
+    _write(tmp_path / "ours", docs)
+    builder = IndexedDatasetBuilder(str(tmp_path / "theirs.bin"), dtype=np.uint16)
+    for doc in docs:
+        builder.add_document(torch.tensor([t for s in doc for t in s], dtype=torch.int64), [len(s) for s in doc])
+    builder.finalize(str(tmp_path / "theirs.idx"))
+    for ext in (".bin", ".idx"):
+        assert (tmp_path / f"ours{ext}").read_bytes() == (tmp_path / f"theirs{ext}").read_bytes()
+    assert _read_megatron(tmp_path / "ours")[1] == [0, 2, 2, 3, 3]
 
 
 def test_open_document_spans_batches_until_end_document(tmp_path):

@@ -201,3 +201,46 @@ def test_several_json_keys_are_never_packed_into_one_sequence(gpt2, tmp_path, pa
     with pytest.raises(ConfigError, match="pack_size=0"):
         cache_file(path, str(tmp_path / "o"), processor, options)
     assert not (tmp_path / "o" / "c.h5").exists()
+
+
+def test_merging_again_into_a_prefix_removes_the_keys_it_no_longer_writes(gpt2, tmp_path):
+    """First merge: text and title; second, after the cache folder was rebuilt with text only: the
+    prefix's title files go (files and manifest), another prefix's in the same folder stay."""
+    rows = [{"title": f"Title {i}", "text": f"Body number {i}. " * (i + 1)} for i in range(8)]
+
+    def cache_folder_of(keys: list[str], count: int) -> str:
+        folder = tmp_path / "out"
+        manifest = Manifest("cache", "cfg")
+        url = write_jsonl(tmp_path / "train_chunk_0.jsonl", rows[:count])
+        processor = ProcessorFactory.create("pt", gpt2, text_keys=keys)
+        recorded(manifest, cache_file(url, str(folder), processor, CacheOptions(output_format="megatron")))
+        save_manifest(str(folder), manifest.to_json())
+        return str(folder)
+
+    merged_dir = tmp_path / "merged"
+    both = cache_folder_of(["text", "title"], 8)
+    merge_output(both, str(merged_dir / "all"))
+    merge_output(both, str(merged_dir / "all_x"))  # a prefix the first one's names start with
+    text_only = cache_folder_of(["text"], 5)
+    assert merge_output(text_only, str(merged_dir / "all")) == {"text": str(merged_dir / "all_text_document")}
+    assert not (merged_dir / "all_title_document.bin").exists()
+    assert not (merged_dir / "all_title_document.idx").exists()
+    listed = set(json.loads((merged_dir / "h5pipe-manifest.json").read_text())["entries"])
+    assert listed == {
+        f"{p}_{k}_document.{e}"
+        for p, k in [("all", "text"), ("all_x", "text"), ("all_x", "title")]
+        for e in ("bin", "idx")
+    }
+    assert len(read(merged_dir / "all_text_document")[0]) == 5
+    assert len(read(merged_dir / "all_x_title_document")[0]) == 8  # the other prefix is untouched
+    assert verify_output(str(merged_dir)).ok
+
+
+def test_merge_into_another_stages_folder_writes_nothing_there(gpt2, llamafactory, tmp_path):
+    cache_folder(gpt2, llamafactory, tmp_path / "in" / "out")
+    other = tmp_path / "other"
+    other.mkdir()
+    save_manifest(str(other), Manifest("cache", "cfg").to_json())
+    with pytest.raises(ConfigError, match="holds cache outputs"):
+        merge_output(str(tmp_path / "in" / "out"), str(other / "all"))
+    assert sorted(p.name for p in other.iterdir()) == ["h5pipe-manifest.json"]
