@@ -153,6 +153,7 @@ def merge_megatron(
     gives that key's values cast to the deferred key's dtype. Any other difference in keys is refused."""
     maps = [m for m in prefix_maps if m]
     keys = sorted({k for m in maps for k in m})
+    _check_one_level(maps)
     stand_ins = _stand_ins_needed(maps, keys, stand_ins or {})
     with tempfile.TemporaryDirectory(prefix="h5pipe-merge-") as tmp:
         merged = {}
@@ -181,6 +182,16 @@ def merge_megatron(
 def level_of(prefix: str) -> str:
     """``sentence`` for a ``..._sentence`` prefix, else ``document``."""
     return "sentence" if str(prefix).endswith("_sentence") else "document"
+
+
+def _check_one_level(maps: list[Mapping[str, str]]) -> None:
+    """Refuse chunks of sentences beside chunks of documents: one merged file holds one level."""
+    levels = {level_of(p) for m in maps for p in m.values()}
+    if len(levels) > 1:
+        raise ValueError(
+            f"the chunks mix levels {sorted(levels)} (split_sentences on in some, off in others); merge only "
+            "folders written by one cache run"
+        )
 
 
 def _stand_ins_needed(maps: list[Mapping[str, str]], keys: list[str], stand_ins: Mapping[str, str]) -> dict:

@@ -108,6 +108,12 @@ def test_merge_refuses_chunks_with_different_keys(tmp_path):
         merge_megatron([{"sequence": "a", "loss_weight": "b"}, {"sequence": "c"}], str(tmp_path / "all"))
 
 
+def test_merge_refuses_chunks_of_sentences_beside_chunks_of_documents(tmp_path):
+    with pytest.raises(ValueError, match=r"mix levels \['document', 'sentence'\]"):
+        merge_megatron([{"text": "a/c_text_document"}, {"text": "a/d_text_sentence"}], str(tmp_path / "all"))
+    assert not list(tmp_path.iterdir())  # refused before writing
+
+
 @pytest.mark.parametrize(
     ("output_format", "recorded", "expected"),
     [
