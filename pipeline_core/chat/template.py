@@ -126,6 +126,8 @@ class TemplateStrategy(TemplateSpans, PromptStrategy):
         out["null_content"] = "dropped"
         if self.trained_roles != {"assistant"}:
             out["other_turn_spans"] = "probe"
+        if self.tokenizer.template_tokens:  # given to the template since 2026-12-07 (it got none)
+            out["template_tokens"] = json.dumps(self.tokenizer.template_tokens, sort_keys=True, ensure_ascii=False)
         return out
 
     def render_messages(self, messages: list[Message]) -> list[Piece]:

@@ -13,10 +13,12 @@ from dataclasses import field as dataclass_field
 from typing import Any
 
 from pipeline_core.converters.fields import optional_str
+from pipeline_core.converters.reasoning import RULE as REASONING_RULE
 from pipeline_core.converters.sample import CONTENT_ABSENT, MESSAGE_FIELDS, MessageFields
 from pipeline_core.errors import RowError
 
-CARRIED = (*MESSAGE_FIELDS, CONTENT_ABSENT)  # added 2026-12-06: a null content was carried as ""
+CARRIED = (*MESSAGE_FIELDS, CONTENT_ABSENT, REASONING_RULE)  # added 2026-12-06: a null content was
+# carried as ""; 2026-12-07: reasoning under thinking/reasoning was dropped, and openai dropped "" reasoning
 
 
 def message_fields(msg: Mapping[str, Any], role: str, field: str) -> MessageFields:

@@ -8,7 +8,7 @@ the sample, and what a chat template renders:
   leading system message (one is added when there is none), as every other converter does;
 - ``{"type": "tool_call", "value": json}`` (LLaMA-Factory v1's spelling) -> a ``tool_calls`` block;
 - a message-level ``tool_calls`` list (the OpenAI shape) -> ``tool_calls`` blocks after the content,
-  and ``reasoning_content`` -> a ``reasoning`` block before it;
+  and ``reasoning_content`` (or ``thinking``, ``reasoning``: reasoning.py) -> a ``reasoning`` block before it;
 - ``name`` (any message) and ``tool_call_id`` (a tool message) -> kept on the message as they are
   (message_fields.py), as the openai converter writes them, so exported rows read back unchanged;
 - ``content_absent: true`` (the openai converter's mark of a null content) -> kept, on a message
@@ -29,7 +29,6 @@ from pipeline_core.converters.content_absent import marked_absent
 from pipeline_core.converters.fields import (
     as_dict,
     as_row,
-    as_str,
     json_type,
     lookup_role,
     required_list,
@@ -38,13 +37,13 @@ from pipeline_core.converters.fields import (
 )
 from pipeline_core.converters.message_fields import carries_field, message_fields
 from pipeline_core.converters.prelude import with_system
+from pipeline_core.converters.reasoning import reasoning_blocks
 from pipeline_core.converters.registry import ConverterFactory
 from pipeline_core.converters.sample import (
     CONTENT_TYPES,
     ROLES,
     ContentBlock,
     Message,
-    block,
     message,
 )
 from pipeline_core.converters.tools import message_tool_calls, tool_call_blocks, tools_json
@@ -61,7 +60,7 @@ def validate_message(value: Any, field: str) -> Message:
     role = lookup_role(required_str(msg, "role", f"{field}.role"), _ROLES, f"{field}.role")
     blocks = required_list(msg, "content", f"{field}.content")
     content = [c for j, b in enumerate(blocks) for c in _validate_block(b, f"{field}.content[{j}]")]
-    content = _reasoning(msg, field) + content + message_tool_calls(msg, role, field)
+    content = reasoning_blocks(msg, field) + content + message_tool_calls(msg, role, field)
     weight = _loss_weight(msg.get("loss_weight"), f"{field}.loss_weight")
     return message(role, content, weight, message_fields(msg, role, field), marked_absent(msg, content, field))
 
@@ -81,13 +80,6 @@ def _refuse_uncarried(msg: Mapping[str, Any], field: str) -> None:
                 "legacy function_call as a tool_calls list on the message, or drop the field",
                 f"{field}.{key}",
             )
-
-
-def _reasoning(msg: Mapping[str, Any], field: str) -> list[ContentBlock]:
-    value = msg.get("reasoning_content")
-    if value is None:
-        return []
-    return [block("reasoning", as_str(value, f"{field}.reasoning_content"))]
 
 
 def _validate_block(value: Any, field: str) -> list[ContentBlock]:

@@ -3,8 +3,8 @@
 ``content`` may be a string, null (an assistant turn that only calls tools) or a list of OpenAI
 content parts (``text``, ``image_url``, ``video_url``, ``audio_url``). A null or missing content
 marks the message ``content_absent`` (content_absent.py): the template gets no ``content`` for it,
-as from transformers, while ``""`` is an empty text it gets. ``reasoning_content`` on an
-assistant turn becomes a ``reasoning`` block ahead of its text; ``tool_calls`` follow the text.
+as from transformers, while ``""`` is an empty text it gets. ``reasoning_content`` (or
+``thinking``, ``reasoning``: reasoning.py) on an assistant turn becomes a ``reasoning`` block ahead of its text; ``tool_calls`` follow the text.
 A message's ``name`` and a tool message's ``tool_call_id`` are carried as they are
 (message_fields.py), for the chat templates that write them.
 """
@@ -22,7 +22,6 @@ from pipeline_core.converters.fields import (
     as_str,
     json_type,
     lookup_role,
-    optional_str,
     required_str,
     required_turns,
 )
@@ -30,6 +29,7 @@ from pipeline_core.converters.media import attach_media
 from pipeline_core.converters.message_fields import carries_field, message_fields
 from pipeline_core.converters.options import override
 from pipeline_core.converters.prelude import with_system
+from pipeline_core.converters.reasoning import reasoning_blocks
 from pipeline_core.converters.registry import ConverterFactory
 from pipeline_core.converters.sample import (
     ROLES,
@@ -58,7 +58,7 @@ class OpenAIColumns:
 def openai_turn(turn: Any, field: str) -> Message:
     turn = as_dict(turn, field)
     role = lookup_role(required_str(turn, "role", f"{field}.role"), _ROLES, f"{field}.role")
-    content = [*_reasoning(turn, field), *_content(turn.get("content"), f"{field}.content")]
+    content = [*reasoning_blocks(turn, field), *_content(turn.get("content"), f"{field}.content")]
     content += message_tool_calls(turn, role, field)
     absent = raw_content_absent(turn)
     if not content and absent:
@@ -68,11 +68,6 @@ def openai_turn(turn: Any, field: str) -> Message:
 
 def openai_turns(turns: list[Any], field: str) -> list[Message]:
     return [openai_turn(turn, f"{field}[{i}]") for i, turn in enumerate(turns)]
-
-
-def _reasoning(turn: Mapping[str, Any], field: str) -> list[ContentBlock]:
-    text = optional_str(turn, "reasoning_content", f"{field}.reasoning_content")
-    return [block("reasoning", text)] if text else []
 
 
 def _content(value: Any, field: str) -> list[ContentBlock]:

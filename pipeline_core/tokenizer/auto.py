@@ -28,6 +28,9 @@ from pipeline_core.tokenizer.folder import chat_templates_of, locate, read_confi
 from pipeline_core.tokenizer.protocol import EncodeBackend
 
 ROLES = ("bos", "eos", "pad")
+# transformers' other named special tokens: passed to chat templates as {name}_token (as its
+# special_tokens_map is), no role in h5pipe's processing
+TEMPLATE_TOKENS = ("unk", "sep", "cls", "mask")
 BOS_TOKEN = "<｜begin▁of▁sentence｜>"
 EOS_TOKEN = "<｜end▁of▁sentence｜>"
 PAD_TOKEN = "<｜▁pad▁｜>"
@@ -70,6 +73,8 @@ class AutoTokenizer:
         self.chat_template = chat_template
         # named templates ({"default": ..., "tool_use": ...}) when the model ships several
         self.named_chat_templates: dict[str, str] = {}
+        # tokenizer_config.json's unk/sep/cls/mask tokens ({"sep_token": "<sep>"}), for chat templates
+        self.template_tokens: dict[str, str] = {}
         for role, token in (roles or {}).items():
             self._set_role(role, token)
 
@@ -87,6 +92,7 @@ class AutoTokenizer:
         default = named.get("default") if len(named) != 1 else next(iter(named.values()))
         tok = cls(tokenizer, merged, default, backend, source=str(path))
         tok.named_chat_templates = named if len(named) > 1 else {}
+        tok.template_tokens = _template_tokens(config)
         return tok
 
     @classmethod
@@ -128,7 +134,7 @@ class AutoTokenizer:
         fs.makedirs(root, exist_ok=True)
         with fs.open(f"{root}/tokenizer.json", "w", encoding="utf-8") as f:
             f.write(self._json)
-        config = {f"{r}_token": self._roles.get(r) for r in ROLES}
+        config = {f"{r}_token": self._roles.get(r) for r in ROLES} | self.template_tokens
         if self.chat_template:
             config["chat_template"] = self.chat_template
         with fs.open(f"{root}/tokenizer_config.json", "w", encoding="utf-8") as f:
@@ -276,7 +282,9 @@ class AutoTokenizer:
         return self.encode_markup(text) if tokenize else text
 
     def template_variables(self) -> dict[str, str]:
-        return {f"{role}_token": token for role, token in self._roles.items()}
+        """What a chat template gets besides the messages, as from transformers (its
+        ``special_tokens_map``): every named special token the tokenizer has, ``bos_token`` to ``mask_token``."""
+        return self.template_tokens | {f"{role}_token": token for role, token in self._roles.items()}
 
     # ---- identity -----------------------------------------------------------------------
     @property
@@ -291,6 +299,12 @@ class AutoTokenizer:
 
     def __repr__(self) -> str:
         return f"AutoTokenizer(vocab_size={self.vocab_size}, roles={self._roles}, backend={self.backend_name})"
+
+
+def _template_tokens(config: dict) -> dict[str, str]:
+    """The TEMPLATE_TOKENS tokenizer_config.json names, as ``{"sep_token": "<sep>"}``."""
+    found = {f"{name}_token": token_content(config.get(f"{name}_token")) for name in TEMPLATE_TOKENS}
+    return {key: str(token) for key, token in found.items() if token is not None}
 
 
 def _role_name(keyword: str) -> str:

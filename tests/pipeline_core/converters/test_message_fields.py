@@ -85,8 +85,9 @@ def test_a_field_that_cannot_be_carried_as_given_is_a_row_error(name, message, r
 def test_the_converters_that_carry_the_fields_say_so_where_outputs_are_keyed(name):
     """sources' fingerprints and processors' describe() hold the converter's repr: outputs written
     while the fields were dropped (openai, pair) or refused (messages), or a null content was
-    written as "" (content_absent), get other keys."""
+    written as "" (content_absent), or reasoning under thinking/reasoning was dropped, get other keys."""
     converter = ConverterFactory.create(name)
-    assert "carries=('name', 'tool_call_id', 'content_absent')" in converter_label(converter)
+    carried = "carries=('name', 'tool_call_id', 'content_absent', 'reasoning:reasoning_content|thinking|reasoning,empty_kept')"
+    assert carried in converter_label(converter)
     with pytest.raises(ConfigError, match="carries"):  # not an option
         ConverterFactory.create(name, carries=())
