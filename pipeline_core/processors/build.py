@@ -50,7 +50,7 @@ class ProcessorSpec:
 
 _lock = threading.Lock()
 _tokenizers: dict[tuple, AutoTokenizer] = {}
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
 def load_tokenizer(spec: TokenizerSpec) -> AutoTokenizer:

@@ -29,10 +29,19 @@ def locate(path: str) -> tuple[str | None, str]:
 
 
 def read_config(folder: str) -> dict:
-    url = f"{folder}/tokenizer_config.json"
+    """tokenizer_config.json, with the named tokens of a legacy ``special_tokens_map.json`` over it
+    as transformers reads them: only when the config has no ``added_tokens_decoder`` (then the map's
+    ``eos_token`` etc. win over the config's)."""
+    config = _read_json(f"{folder}/tokenizer_config.json") or {}
+    legacy = None if "added_tokens_decoder" in config else _read_json(f"{folder}/special_tokens_map.json")
+    named = {k: v for k, v in (legacy or {}).items() if k.endswith("_token")}
+    return config | named
+
+
+def _read_json(url: str) -> dict | None:
     fs, root = fsspec.core.url_to_fs(url)
     if not fs.exists(root):
-        return {}
+        return None
     with fs.open(root, "r", encoding="utf-8") as f:
         return json.load(f)
 
