@@ -67,6 +67,8 @@ def _v0_spec(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     lf_columns = _lf_columns(columns, formatting, fields)
     lf_tags = {tag: tags.get(tag) for tag in _fields(ShareGPTTags)} if tags else {}
     options = _options(columns=lf_columns, tags=lf_tags if formatting == "sharegpt" else {})
+    if name == "pair":  # the prompt only where LLaMA-Factory reads it for this formatting
+        options["prompt_from"] = formatting
     return name, {**options, "turn_order": True} if formatting == "sharegpt" else options
 
 

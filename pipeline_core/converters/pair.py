@@ -17,8 +17,8 @@ Both conversations are complete and share the prompt turns. Accepted shapes:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pipeline_core.converters.alpaca import AlpacaColumns, alpaca_prompt
 from pipeline_core.converters.fields import (
@@ -31,13 +31,16 @@ from pipeline_core.converters.fields import (
 from pipeline_core.converters.media import attach_media
 from pipeline_core.converters.message_fields import carries_field
 from pipeline_core.converters.options import override
-from pipeline_core.converters.prelude import with_system
+from pipeline_core.converters.prelude import LEADING_SYSTEM, with_system
 from pipeline_core.converters.registry import ConverterFactory
 from pipeline_core.converters.sample import Message, PairSample, text_message
 from pipeline_core.converters.sharegpt import ShareGPTTags, check_turn_order
 from pipeline_core.converters.tools import tools_json
 from pipeline_core.converters.turns import any_turn, any_turns
-from pipeline_core.errors import RowError
+from pipeline_core.errors import ConfigError, RowError
+
+PromptFrom = Literal["either", "alpaca", "sharegpt"]
+PROMPT_FROM = ("either", "alpaca", "sharegpt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,10 @@ class PairConverter:
     tags: ShareGPTTags | None = None  # set: every turn is read as ShareGPT with these tags
     turn_order: bool = False  # a ShareGPT prompt follows LLaMA-Factory's turn order (sharegpt.check_turn_order)
     carries: tuple[str, ...] = carries_field()  # an OpenAI or v1 turn's name/tool_call_id/content_absent (turns.py)
+    # where the prompt is read: "either" shape, or only LLaMA-Factory's entry's formatting ("alpaca":
+    # instruction + input, never a conversations/messages column; "sharegpt": only the conversation)
+    prompt_from: PromptFrom = "either"
+    leading_system: str = field(default=LEADING_SYSTEM, init=False)  # prelude.with_system's rule, keys outputs
 
     def __call__(self, row: Mapping[str, Any]) -> PairSample:
         row, cols = as_row(row), self.columns
@@ -84,9 +91,11 @@ class PairConverter:
 
     def _prompt(self, row: Mapping[str, Any], side: str) -> list[Message]:
         cols = self.columns
-        key = _first_present(row, cols.messages_keys()) or _first_present(row, cols.prompt_keys())
+        conversation = cols.messages_keys() if self.prompt_from != "alpaca" else ()
+        alpaca_text = cols.prompt_keys() if self.prompt_from != "sharegpt" else ()
+        key = _first_present(row, conversation) or _first_present(row, alpaca_text)
         if key is None:
-            _require_full_conversation(row, side, cols)
+            _require_full_conversation(row, side, (*conversation, *alpaca_text))
             return []
         if isinstance(row[key], list):
             turns = required_turns(row, key)
@@ -115,9 +124,9 @@ def _first_present(row: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
     return next((key for key in keys if row.get(key) is not None), None)
 
 
-def _require_full_conversation(row: Mapping[str, Any], side: str, cols: PairColumns) -> None:
+def _require_full_conversation(row: Mapping[str, Any], side: str, looked_for: tuple[str, ...]) -> None:
     if not isinstance(row.get(side), list):
-        expected = "/".join((*cols.messages_keys(), *cols.prompt_keys()))
+        expected = "/".join(looked_for)
         raise RowError(
             "missing_field",
             f"no prompt found (looked for {expected}) and {side} is not a full conversation; "
@@ -128,7 +137,13 @@ def _require_full_conversation(row: Mapping[str, Any], side: str, cols: PairColu
 
 @ConverterFactory.register("pair", "dpo")
 def make_pair(
-    columns: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None, turn_order: bool = False
+    columns: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
+    turn_order: bool = False,
+    prompt_from: str = "either",
 ) -> PairConverter:
+    if prompt_from not in PROMPT_FROM:
+        raise ConfigError(f"prompt_from must be one of {', '.join(PROMPT_FROM)}, got {prompt_from!r}")
     sharegpt_tags = override(ShareGPTTags(), tags, "sharegpt tags") if tags else None
-    return PairConverter(override(PairColumns(), columns, "pair columns"), sharegpt_tags, bool(turn_order))
+    columns_ = override(PairColumns(), columns, "pair columns")
+    return PairConverter(columns_, sharegpt_tags, bool(turn_order), prompt_from)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ one message, in order. Column and tag names follow LLaMA-Factory's v0 ``columns`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline_core.converters.fields import (
@@ -22,7 +22,7 @@ from pipeline_core.converters.fields import (
 )
 from pipeline_core.converters.media import attach_media
 from pipeline_core.converters.options import override
-from pipeline_core.converters.prelude import with_system
+from pipeline_core.converters.prelude import LEADING_SYSTEM, with_system
 from pipeline_core.converters.registry import ConverterFactory
 from pipeline_core.converters.sample import (
     Message,
@@ -115,6 +115,7 @@ class ShareGPTConverter:
     columns: ShareGPTColumns = ShareGPTColumns()
     tags: ShareGPTTags = ShareGPTTags()
     turn_order: bool = False  # check LLaMA-Factory's turn order (check_turn_order): set for its v0 entries
+    leading_system: str = field(default=LEADING_SYSTEM, init=False)  # prelude.with_system's rule, keys outputs
 
     def __call__(self, row: Mapping[str, Any]) -> SFTSample:
         row, cols = as_row(row), self.columns

@@ -66,6 +66,7 @@ class DatasetEntry:
     weight: float | None = None  # multiplies the rows it gives; as written (an int stays an int, as in LF)
     shuffle: bool = False
     streaming: bool = False
+    named_columns: tuple[tuple[str, str], ...] = ()  # (role, column) the entry's "columns" names
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +196,15 @@ def parse_entry(
         weight=_weight(name, raw.get("weight")),
         shuffle=_flag(name, raw, "shuffle"),
         streaming=_flag(name, raw, "streaming"),
+        named_columns=_named_columns(raw),
     )
+
+
+def _named_columns(raw: Mapping) -> tuple[tuple[str, str], ...]:
+    columns = raw.get("columns")
+    if not isinstance(columns, Mapping):
+        return ()
+    return tuple((role, column) for role, column in columns.items() if isinstance(column, str))
 
 
 def _converter(name: str, raw: Mapping, v0_default: bool) -> tuple[str, dict[str, Any]] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pipeline_core.errors import SourceError
 from pipeline_core.sources.json_lines import DiagnosedStream, diagnosed, unreadable
 
 
@@ -44,9 +45,15 @@ def csv_options(first: str, storage_options: dict | None) -> dict:
     with fsspec.open(
         first, "rt", encoding="utf-8-sig", newline="", compression="infer", **(storage_options or {})
     ) as f:
-        header = next(csv.reader(f), None)
-    if not header or len(set(header)) != len(header):  # empty, or names pandas would rename: as datasets reads it
+        header = next((row for row in csv.reader(f) if row), None)  # pandas skips blank lines first
+    if not header:  # no rows at all
         return {"na_filter": False}
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise SourceError(
+            f"{first}: the CSV header repeats the column name(s) {repeated}; pandas would rename them "
+            "(name.1, ...) and read their cells as numbers: give every column its own name"
+        )
     return {"na_filter": False, "features": Features({name: Value("string") for name in header})}
 
 

@@ -118,8 +118,9 @@ def _load_files(location: Location, opts: SourceOptions) -> Loaded:
     so = opts.storage_options
     files = location.files if opts.streaming else local_copies(location.files, so)
     data = load_files(files, location.builder, streaming=opts.streaming, storage_options=so)
-    # CSV cells are read as text since 2026-12-06 (load.csv_options): other rows than before, another key
-    read_as = ["cells_as_text"] if location.builder == "csv" else []
+    # CSV cells are read as text since 2026-12-06 (load.csv_options): other rows than before, another
+    # key; since 2026-12-07 also after blank lines before the header ("header_after_blank_lines")
+    read_as = ["cells_as_text", "header_after_blank_lines"] if location.builder == "csv" else []
     return data, lambda: digest("files", location.builder, *read_as, files_fingerprint(files, so))
 
 
@@ -252,7 +253,25 @@ def _open_entry(entry: DatasetEntry, opts: SourceOptions) -> DatasetSource:
         name=entry.name,
         subset=entry.subset,
     )
-    return open_location(location, entry_opts)
+    source = open_location(location, entry_opts)
+    _check_named_columns(entry, source)
+    return source
+
+
+def _check_named_columns(entry: DatasetEntry, source) -> None:
+    """A column the entry's ``columns`` names must be one of the data's (LLaMA-Factory fails with a
+    KeyError; read as missing, a misspelt ``system`` or ``images`` would leave every row without
+    it). Data whose columns are not known before reading (streamed JSON) is not checked here."""
+    features = getattr(getattr(source, "data", None), "features", None)
+    if not features:
+        return
+    missing = [(role, column) for role, column in entry.named_columns if column not in features]
+    if missing:
+        named = ", ".join(f"columns.{role} = {column!r}" for role, column in missing)
+        raise ConfigError(
+            f"dataset {entry.name!r}: {named} not in {entry.location} (its columns: {sorted(features)}); "
+            "fix the name in the dataset_info entry, or remove it"
+        )
 
 
 def _only_for_dataset_info(opts: SourceOptions) -> None:

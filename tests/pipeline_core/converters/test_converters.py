@@ -16,7 +16,7 @@ from pipeline_core.converters import (
     converter_from_dataset_info,
     converter_spec,
 )
-from pipeline_core.errors import ConfigError
+from pipeline_core.errors import ConfigError, RowError
 
 SHAREGPT_ROLES = {
     "human": "user",
@@ -234,7 +234,10 @@ OFF = {"system": None, "tools": None, "images": None, "videos": None, "audios": 
             {"ranking": True, "columns": {"prompt": "q", "chosen": "c", "rejected": "r"}},
             (
                 "pair",
-                {"columns": {"prompt": "q", "query": None, "history": None, "chosen": "c", "rejected": "r", **OFF}},
+                {
+                    "columns": {"prompt": "q", "query": None, "history": None, "chosen": "c", "rejected": "r", **OFF},
+                    "prompt_from": "alpaca",
+                },
             ),
         ),
     ],
@@ -258,6 +261,28 @@ def test_converter_spec(entry, spec):
 def test_bad_dataset_info_entries(entry, message):
     with pytest.raises(ConfigError, match=message):
         converter_from_dataset_info(entry)
+
+
+@pytest.mark.parametrize("columns", [None, {"prompt": "instruction", "query": "input"}])
+def test_an_alpaca_ranking_entry_never_takes_its_prompt_from_a_conversation_column(columns):
+    """LLaMA-Factory builds an alpaca pair's prompt from instruction + input only; a messages or
+    conversations column beside them was read first."""
+    entry = {"ranking": True, **({"columns": columns} if columns else {})}
+    other = {"messages": [{"role": "user", "content": "other"}], "conversations": [{"from": "human", "value": "x"}]}
+    row = {"instruction": "Sum", "input": "1+1", "chosen": "2", "rejected": "3", **other}
+    sample = converter_from_dataset_info(entry)(row)
+    assert flat(sample["chosen_messages"]) == [("user", "text", "Sum\n1+1"), ("assistant", "text", "2")]
+
+
+def test_a_sharegpt_ranking_entry_takes_its_prompt_from_the_conversation_only():
+    entry = {"ranking": True, "formatting": "sharegpt"}
+    row = {
+        "instruction": "not read",
+        "chosen": {"from": "gpt", "value": "2"},
+        "rejected": {"from": "gpt", "value": "3"},
+    }
+    with pytest.raises(RowError, match="no prompt found \\(looked for conversations\\)"):
+        converter_from_dataset_info(entry)(row)
 
 
 def test_alpaca_ranking_entry_builds_pairs_from_instruction_and_input():

@@ -58,12 +58,21 @@ def test_alpaca_columns_are_remappable():
 # --- sharegpt -------------------------------------------------------------------------------------
 
 
-def test_sharegpt_system_column_and_system_turn_both_kept():
-    row = {
-        "system": "col",
-        "conversations": [{"from": "system", "value": "turn"}, {"from": "human", "value": "q"}],
-    }
-    assert [r for r, _, _ in flat(convert("sharegpt", row)["messages"])] == ["system"] * 2 + ["user"]
+@pytest.mark.parametrize("name", ["sharegpt", "pair"])
+def test_a_leading_system_turn_is_the_system_prompt_and_the_column_is_not_read(name):
+    """LLaMA-Factory's SharegptDatasetConverter: a leading system turn becomes the system prompt and
+    the system column is read only when there is none (both were kept: two system messages)."""
+    turns = [{"from": "system", "value": "turn"}, {"from": "human", "value": "q"}]
+    if name == "sharegpt":
+        row, key = {"system": "col", "conversations": [*turns, {"from": "gpt", "value": "a"}]}, "messages"
+    else:
+        row = {"system": "col", "conversations": turns, "chosen": {"from": "gpt", "value": "a"}, "rejected": "b"}
+        key = "chosen_messages"
+    assert flat(convert(name, row)[key])[:2] == [("system", "text", "turn"), ("user", "text", "q")]
+    without = (
+        {**row, "conversations": turns[1:]} if name == "pair" else {**row, "conversations": row["conversations"][1:]}
+    )
+    assert flat(convert(name, without)[key])[:2] == [("system", "text", "col"), ("user", "text", "q")]
 
 
 def test_sharegpt_function_call_list_becomes_one_block_per_call():

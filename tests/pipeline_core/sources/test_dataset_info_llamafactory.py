@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -158,3 +159,30 @@ def test_v1_yaml_resolves_like_llamafactory(llamafactory, tmp_path, monkeypatch)
     assert by_dir.num_rows == result.chunks[0].rows_in + sum(s.rows_in for s in result.chunks[1:])
     with pytest.raises(ConnectionError, match="llamafactory/v1-sft-demo"):  # the hub entry, offline
         open_source("data/v1_sft_demo.yaml", datasets=["v1_sft_hub"])
+
+
+@pytest.mark.parametrize(
+    ("columns", "named"),
+    [
+        ({"prompt": "instruction", "query": "inp", "response": "output"}, "columns.query = 'inp'"),
+        (
+            {"prompt": "instruction", "response": "output", "system": "system_prompt"},
+            "columns.system = 'system_prompt'",
+        ),
+        ({"prompt": "instruction", "response": "output", "images": "image"}, "columns.images = 'image'"),
+    ],
+)
+def test_a_mapped_column_the_data_lacks_is_refused_naming_it(llamafactory, tmp_path, columns, named):
+    """LLaMA-Factory fails on example[column]; read as missing, a misspelt column left every row
+    without its input, system prompt or images, with no error."""
+    shutil.copy(llamafactory / "alpaca_en_demo.json", tmp_path / "alpaca_en_demo.json")
+    info = tmp_path / "dataset_info.json"
+    info.write_text(json.dumps({"demo": {"file_name": "alpaca_en_demo.json", "columns": columns}}))
+    with pytest.raises(
+        ConfigError,
+        match=rf"dataset 'demo': {re.escape(named)} not in .*alpaca_en_demo\.json \(its columns: \['input', 'instruction', 'output'\]\); fix the name",
+    ):
+        open_source(info)
+    columns_there = {k: v for k, v in columns.items() if v in ("instruction", "output", "input")}
+    info.write_text(json.dumps({"demo": {"file_name": "alpaca_en_demo.json", "columns": columns_there}}))
+    assert open_source(info).num_rows == rows_of(llamafactory, "alpaca_en_demo")  # the named ones that exist pass

@@ -307,3 +307,19 @@ def test_fingerprint_is_lazy(tmp_path):
     source = open_source(write_jsonl(tmp_path / "a.jsonl", ROWS))
     assert isinstance(source, DatasetSource) and source._fingerprint is None
     assert len(source.fingerprint) == 64
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_csv_cells_are_their_text_after_blank_lines_too(tmp_path, streaming):
+    """pandas skips blank lines before the header: the header there still reads every cell as text
+    (the header check saw no header and let pandas read 02134 as 2134)."""
+    path = tmp_path / "c.csv"
+    path.write_text("\n\nid,note\n02134,NA\n", encoding="utf-8")
+    assert rows_of(open_source(path, streaming=streaming)) == [{"id": "02134", "note": "NA"}]
+
+
+def test_a_csv_header_that_repeats_a_name_is_refused_naming_it(tmp_path):
+    path = tmp_path / "c.csv"
+    path.write_text("id,id,note\n02134,7,NA\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"c\.csv: the CSV header repeats the column name\(s\) \['id'\]"):
+        rows_of(open_source(path))

@@ -247,7 +247,7 @@ def test_entry_fields_and_path_resolution():
     off = {"system": None, "tools": None, "images": None, "videos": None, "audios": None}
     assert (d.location, d.converter) == ("s3://bucket/d.jsonl", ("sharegpt", {"columns": off, "turn_order": True}))
     pair_columns = {"messages": "conversations", "query": None, "history": None, **off}
-    assert e.converter == ("pair", {"columns": pair_columns, "turn_order": True})
+    assert e.converter == ("pair", {"columns": pair_columns, "prompt_from": "sharegpt", "turn_order": True})
     assert parse({"a": {"file_name": "a.json"}}, v0=True)[0].converter == (
         "alpaca",
         {"columns": {"history": None, **off}},
