@@ -134,7 +134,9 @@ def fit_batch(
     too_long = (total > pack_size) if whole_samples else np.zeros(batch.n_samples, dtype=bool)
     cut = too_long & (overflow == "truncate") & (lengths.shape[1] == 1)
     # cut to pack_size, a sample whose prompt fills it would keep no trained token
-    prompts = _prompt_lengths(batch, layout) if cut.any() else np.zeros(batch.n_samples, dtype=np.int64)
+    prompts = np.zeros(batch.n_samples, dtype=np.int64)
+    if cut.any():
+        prompts = batch.prompt_lengths if batch.prompt_lengths is not None else _prompt_lengths(batch, layout)
     untrained = cut & (prompts >= pack_size)
     cut &= ~untrained
     drop = (lengths.min(axis=1, initial=1) == 0) | (too_long & ~cut)
@@ -152,6 +154,7 @@ def fit_batch(
         sorted(batch.errors + errors, key=lambda e: e[0]),
         batch.truncated,
         None if batch.turns is None else batch.turns[kept],
+        None if batch.prompt_lengths is None else batch.prompt_lengths[kept],
     )
     return fitted, int(cut.sum())
 

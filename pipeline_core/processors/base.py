@@ -42,6 +42,9 @@ class ProcessedBatch:
     errors: list[tuple[int, RowError]] = field(default_factory=list)
     truncated: int = 0
     turns: np.ndarray | None = None
+    # per kept sample, the tokens before its answer (None: the first loss_mask token's position);
+    # packing's cut to pack_size keeps them whole (packing/stage.py ``fit_batch``)
+    prompt_lengths: np.ndarray | None = None
 
     @property
     def n_samples(self) -> int:
@@ -123,12 +126,10 @@ class Processor(ABC):
             "strategy": self.strategy.name if self.strategy else None,
             "strategy_tokens": self.strategy.format_strings() if self.strategy else {},
             "normalizer": getattr(self.normalizer, "describe", lambda: None)(),
+            **({"normalizer_rules": note} if (note := getattr(self.normalizer, "rule_note", None)) else {}),
             "max_length": self.max_length,
             "overflow": self.overflow,
         }
-
-    def _norm(self, text: str) -> str:
-        return self.normalizer(text) if self.normalizer else text
 
 
 def informative(weights: np.ndarray) -> bool:
@@ -144,12 +145,14 @@ def assemble(
     keep: np.ndarray,
     truncated: int,
     turns: np.ndarray | None = None,
+    prompt_lengths: np.ndarray | None = None,
 ) -> ProcessedBatch:
     """The batch of kept samples; ``dropped`` holds over-length errors by position among the good rows."""
     errors = errors + [(int(positions[i]), e) for i, e in dropped]
     kept = {k: v.keep(keep) for k, v in samples.items()}
     kept_turns = None if turns is None else turns[keep]
-    return ProcessedBatch(kept, positions[keep], sorted(errors, key=lambda x: x[0]), truncated, kept_turns)
+    prompts = None if prompt_lengths is None else prompt_lengths[keep]
+    return ProcessedBatch(kept, positions[keep], sorted(errors, key=lambda x: x[0]), truncated, kept_turns, prompts)
 
 
 def require_text(row: dict, key: str) -> str:
@@ -164,6 +167,18 @@ def require_text(row: dict, key: str) -> str:
     if is_blank(value):
         raise RowError("empty_text", f"field {key!r} is empty", key)
     return value
+
+
+def normalized_text(row: dict, key: str, normalize: Callable[[str], str] | None = None) -> str:
+    """``require_text``, then ``normalize``: a text the normalizer leaves blank is ``empty_text``
+    too, as the raw text would be (it was written as an empty sample, or an empty answer)."""
+    text = require_text(row, key)
+    if normalize is None:
+        return text
+    text = normalize(text)
+    if is_blank(text):
+        raise RowError("empty_text", f"field {key!r} is empty once normalized (the normalizer's rules removed it)", key)
+    return text
 
 
 def plain_texts(rows: list, key: str) -> list[str] | None:

@@ -9,7 +9,9 @@ when the piece is a target, 0 otherwise) is repeated over its tokens::
     loss_weight  0 ........................................................ w ............ w
     loss_mask    loss_weight > 0
 
-``prompt_lengths`` is the position of each row's first trained token: what truncation keeps.
+``prompt_lengths`` is the position of each row's first trained token of a trained turn (its
+answer): what truncation keeps. With ``train_on_prompt`` the prompt's tokens are trained too, but
+a sample cut before its answer would train on the prompt alone.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Rendered:
 class Encoded:
     sequence: Ragged  # int32
     weight: Ragged  # float32, aligned with sequence
+    target: Ragged | None = None  # bool, aligned: the tokens of trained turns (None: the mask's)
 
     @property
     def mask(self) -> Ragged:
@@ -44,7 +47,13 @@ class Encoded:
 
     @property
     def prompt_lengths(self) -> np.ndarray:
-        return first_true(self.mask)
+        if self.target is None:
+            return first_true(self.mask)
+        return first_true(Ragged(self.target.values & (self.weight.values > 0), self.weight.offsets))
+
+    def rows(self, start: int, stop: int) -> Encoded:
+        target = None if self.target is None else self.target.slice_rows(start, stop)
+        return Encoded(self.sequence.slice_rows(start, stop), self.weight.slice_rows(start, stop), target)
 
 
 def render(strategy: PromptStrategy, conversation: Conversation) -> Rendered:
@@ -105,7 +114,8 @@ def encode_rendered(tokenizer: AutoTokenizer, rows: list[Rendered]) -> Encoded:
     offsets = pieces.offsets[row_starts]
     piece_weights = np.fromiter((w for r in rows for w in r.piece_weights), np.float32, len(slots))
     weight = Ragged(np.repeat(piece_weights, pieces.lengths), offsets)
-    return Encoded(Ragged(pieces.values, offsets), weight)
+    targets = np.fromiter((p.target for r in rows for p in r.pieces), np.bool_, len(slots))
+    return Encoded(Ragged(pieces.values, offsets), weight, Ragged(np.repeat(targets, pieces.lengths), offsets))
 
 
 def _slot(piece: Piece, texts: dict[str, int], markup: dict[int, int], arrays: list[np.ndarray]) -> int:

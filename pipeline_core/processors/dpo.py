@@ -86,4 +86,4 @@ class DPOProcessor(Processor):
 
 
 def _rows(encoded: Encoded, start: int, stop: int) -> Encoded:
-    return Encoded(encoded.sequence.slice_rows(start, stop), encoded.weight.slice_rows(start, stop))
+    return encoded.rows(start, stop)

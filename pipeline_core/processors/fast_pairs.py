@@ -22,7 +22,7 @@ import numpy as np
 from pipeline_core.chat.strategies import AlpacaStrategy, ChatMLStrategy
 from pipeline_core.errors import RowError
 from pipeline_core.formats.ragged import Ragged, concat_ragged, tile_rows
-from pipeline_core.processors.base import ProcessedBatch, assemble, require_text
+from pipeline_core.processors.base import ProcessedBatch, assemble, normalized_text
 from pipeline_core.processors.length import over_length, truncate_all
 from pipeline_core.processors.media import media_ragged
 
@@ -67,7 +67,7 @@ def _flat_texts(processor, row, keys: tuple[str, ...]) -> tuple[str, ...] | None
     if not isinstance(row, dict) or any(k in row for k in CONVERSATION_KEYS):
         return None
     try:
-        return tuple(processor._norm(require_text(row, k)) for k in keys)
+        return tuple(normalized_text(row, k, processor.normalizer) for k in keys)
     except RowError:
         return None
 

@@ -66,6 +66,9 @@ class MaskControls:
         out = {"train_on_prompt": self.train_on_prompt, "train_on_eos": self.train_on_eos}
         if self.train_on_prompt:
             out["prompt_weight"] = self.prompt_weight
+            # since 2026-12-07 a cut (max_length, pack_size) keeps the answer: a prompt filling the
+            # limit is prompt_too_long (it was written as the prompt alone)
+            out["cut_keeps"] = "answer"
         if self.trims_ends:
             out["end_of_turn_ids"] = sorted(int(i) for i in end_ids)
         return out

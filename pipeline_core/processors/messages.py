@@ -28,7 +28,7 @@ from pipeline_core.converters.messages import validate_messages
 from pipeline_core.converters.registry import ConverterFactory
 from pipeline_core.converters.sample import CONTENT_ABSENT, MESSAGE_FIELDS, ROLES, Message, text_message
 from pipeline_core.errors import ConfigError, RowError
-from pipeline_core.processors.base import is_blank, require_text
+from pipeline_core.processors.base import is_blank, normalized_text
 from pipeline_core.processors.media import MediaPolicy, check_policy, media_refs
 
 TrainOn = Literal["all", "last"]
@@ -183,8 +183,8 @@ class ConversationReader:
                 "this row is a preference pair (chosen_messages/rejected_messages); use the dpo processor",
             )
         _require_one_shape(row, ("messages", self.query_key), response_key)
-        query, response = (require_text(row, k) for k in (self.query_key, response_key))
-        return self._conversation(_single_turn(query, response), normalize)
+        query, response = (normalized_text(row, k, normalize) for k in (self.query_key, response_key))
+        return self._conversation(_single_turn(query, response), None)  # normalized above
 
     def pair(self, row: Any, normalize: Normalize = None) -> tuple[Conversation, Conversation]:
         row = self._converted(row)
@@ -198,10 +198,10 @@ class ConversationReader:
                 "rejected_messages, or query/chosen/rejected",
             )
         _require_one_shape(row, ("chosen_messages", self.query_key), "chosen")
-        query, chosen, rejected = (require_text(row, k) for k in (self.query_key, "chosen", "rejected"))
-        return (
-            self._conversation(_single_turn(query, chosen), normalize),
-            self._conversation(_single_turn(query, rejected), normalize),
+        query, chosen, rejected = (normalized_text(row, k, normalize) for k in (self.query_key, "chosen", "rejected"))
+        return (  # normalized above
+            self._conversation(_single_turn(query, chosen), None),
+            self._conversation(_single_turn(query, rejected), None),
         )
 
     def _converted(self, row: Any) -> Mapping[str, Any]:

@@ -20,8 +20,8 @@ from pipeline_core.processors.base import (
     ProcessedBatch,
     Processor,
     ProcessorFactory,
+    normalized_text,
     plain_texts,
-    require_text,
     split_valid,
 )
 from pipeline_core.processors.length import over_length, truncate
@@ -83,18 +83,23 @@ class PretrainProcessor(Processor):
         """(normalized texts of the good rows, their positions, errors of the others)."""
         texts = plain_texts(rows, self.text_key)
         if texts is None:
-            good, positions, errors = split_valid(rows, lambda r: (self._norm(require_text(r, self.text_key)),))
-            return [g[0] for g in good], positions, errors
+            return self._texts_row_by_row(rows)
         if self.normalizer is not None:
             texts = list(map(self.normalizer, texts))
+            if not all(t and not t.isspace() for t in texts):  # some normalized to nothing: their reasons
+                return self._texts_row_by_row(rows)
         return texts, np.arange(len(texts), dtype=np.int64), []
+
+    def _texts_row_by_row(self, rows: list[dict]) -> tuple[list[str], np.ndarray, list]:
+        good, positions, errors = split_valid(rows, lambda r: (normalized_text(r, self.text_key, self.normalizer),))
+        return [g[0] for g in good], positions, errors
 
     def _documents(self, texts: list[str]) -> Ragged:
         ids = self.tokenizer.encode_ragged(texts)
         return wrap_rows(ids, self._bos, self._eos)
 
     def _several_keys(self, rows: list[dict]) -> ProcessedBatch:
-        fields = lambda r: tuple(self._norm(require_text(r, k)) for k in self.text_keys)  # noqa: E731
+        fields = lambda r: tuple(normalized_text(r, k, self.normalizer) for k in self.text_keys)  # noqa: E731
         good, positions, errors = split_valid(rows, fields)
         seqs = {key: self._documents([g[j] for g in good]) for j, key in enumerate(self.text_keys)}
         longest = np.maximum.reduce([s.lengths for s in seqs.values()]) if good else np.zeros(0, dtype=np.int64)

@@ -26,7 +26,7 @@ import numpy as np
 from pipeline_core.errors import ConfigError
 from pipeline_core.formats.keys import SENTENCE_LENGTHS, sentence_items  # noqa: F401  (re-exported)
 from pipeline_core.formats.ragged import Ragged, concat_ragged, gather_index, offsets_from_lengths
-from pipeline_core.processors.base import ProcessedBatch, Processor, require_text, split_valid
+from pipeline_core.processors.base import ProcessedBatch, Processor, normalized_text, split_valid
 from pipeline_core.processors.length import over_length, truncate
 
 Splitter = Callable[[str], list[tuple[int, int]]]  # text -> (start, end) character spans of sentences
@@ -87,8 +87,7 @@ class SentenceProcessor:
         return {**self.processor.describe(), "sentence_splitter": self.splitter_name}
 
     def _text(self, row: dict) -> str:
-        text = require_text(row, self.processor.text_key)
-        return self.processor.normalizer(text) if self.processor.normalizer else text
+        return normalized_text(row, self.processor.text_key, self.processor.normalizer)
 
     def _encode(self, texts: list[str]) -> tuple[Ragged, Ragged]:
         """(tokens per document, sentence lengths per document), each document between pt's bos and eos."""

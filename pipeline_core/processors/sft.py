@@ -108,7 +108,7 @@ class SFTProcessor(Processor):
         failed: list = []
         if self.controls.trims_ends:
             weight, failed = controlled(self.controls, encoded.sequence, encoded.weight, self._ends)
-            encoded = Encoded(encoded.sequence, weight)
+            encoded = Encoded(encoded.sequence, weight, encoded.target)
         # a sample the mask controls refused gets that one error (the first found): never also too_long
         lengths = _without(encoded.sequence.lengths, [i for i, _ in failed])
         keep, dropped, truncated = over_length(lengths, encoded.prompt_lengths, self.max_length, self.overflow)
@@ -119,7 +119,7 @@ class SFTProcessor(Processor):
         samples = truncate_all(samples, self.max_length)
         if self.sample_keys:
             samples["media"] = media_ragged([r.media for r in rendered])
-        return assemble(samples, positions, errors, dropped, keep, truncated, turns)
+        return assemble(samples, positions, errors, dropped, keep, truncated, turns, encoded.prompt_lengths)
 
 
 def _without(lengths: np.ndarray, samples: list[int]) -> np.ndarray:

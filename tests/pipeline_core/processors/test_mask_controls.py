@@ -191,3 +191,38 @@ def test_a_trained_user_turn_is_found_where_the_template_writes_it(text, tmp_pat
     }
     p = ProcessorFactory.create("sft", tok, strategy="template", train_roles=["user", "assistant"])
     assert trained_text(tok, p.process(row)) == "".join(turns)
+
+
+LONG_ASK = {"query": "please summarise this long text " * 20, "response": "Short answer."}
+SHORT_ASK = {"query": "hi", "response": "A long answer. " * 30}
+
+
+@pytest.mark.parametrize("train_on_prompt", [False, True])
+@pytest.mark.parametrize("strategy", ["chatml", "template"])
+def test_a_sample_is_never_cut_before_its_answer_with_or_without_train_on_prompt(qwen, strategy, train_on_prompt):
+    """train_on_prompt trains the prompt's tokens too, but the answer is what a truncated sample must
+    keep: a prompt filling max_length is prompt_too_long either way (with train_on_prompt it was
+    written as the prompt alone, every token trained, counted only as truncated)."""
+    p = ProcessorFactory.create(
+        "sft", qwen, strategy=strategy, train_on_prompt=train_on_prompt, max_length=64, overflow="truncate"
+    )
+    batch = p.process_batch([LONG_ASK, SHORT_ASK])
+    assert [(i, e.reason) for i, e in batch.errors] == [(0, "prompt_too_long")]
+    kept = qwen.decode(batch.samples["sequence"][0].tolist())
+    assert len(batch.samples["sequence"][0]) == 64 and "hi" in kept and "A long" in kept  # cut in the answer
+    assert batch.truncated == 1
+
+
+@pytest.mark.parametrize("train_on_prompt", [False, True])
+def test_a_pack_cut_keeps_the_answer_with_or_without_train_on_prompt(qwen, train_on_prompt, tmp_path):
+    """The same rule when bfd cuts an over-long sample to pack_size (overflow='truncate')."""
+    from pipeline_core import CacheOptions, cache_file, load_h5, read_attrs
+
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (LONG_ASK, SHORT_ASK)))
+    p = ProcessorFactory.create("sft", qwen, train_on_prompt=train_on_prompt, overflow="truncate")
+    stats = cache_file(str(path), str(tmp_path / "out"), p, CacheOptions(pack_size=64, packing="bfd"))
+    attrs = read_attrs(stats.output_url)
+    assert attrs["skipped_by_reason"] == {"prompt_too_long": 1}
+    assert attrs["samples_written"] == 1 and attrs["pack_truncated"] == 1
+    assert "A long" in qwen.decode(load_h5(stats.output_url)["sequence"][0].tolist())
