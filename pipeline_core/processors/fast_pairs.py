@@ -25,6 +25,7 @@ from pipeline_core.formats.ragged import Ragged, concat_ragged, tile_rows
 from pipeline_core.processors.base import ProcessedBatch, assemble, normalized_text
 from pipeline_core.processors.length import over_length, truncate_all
 from pipeline_core.processors.media import media_ragged
+from pipeline_core.processors.messages import flat_extras
 
 CONVERSATION_KEYS = ("messages", "chosen_messages", "rejected_messages")
 STEP = np.array([0.0, 1.0], dtype=np.float32)  # a sample's weight: 0 over its prompt, then 1
@@ -64,7 +65,7 @@ def flat_rows(processor, rows: list, keys: tuple[str, ...]) -> FlatRows | None:
 
 
 def _flat_texts(processor, row, keys: tuple[str, ...]) -> tuple[str, ...] | None:
-    if not isinstance(row, dict) or any(k in row for k in CONVERSATION_KEYS):
+    if not isinstance(row, dict) or any(k in row for k in CONVERSATION_KEYS) or flat_extras(row):
         return None
     try:
         return tuple(normalized_text(row, k, processor.normalizer) for k in keys)

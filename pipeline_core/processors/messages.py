@@ -171,6 +171,7 @@ class ConversationReader:
             # since 2026-12-06 v1 messages carry these to every strategy (rows holding them were
             # refused or lost them): in the key whatever the strategy, a user's own included
             "message_fields": ",".join((*MESSAGE_FIELDS, CONTENT_ABSENT)),
+            "flat_row_extras": "refused",  # since 2026-12-07 (their system/history/tools were dropped)
         }
 
     def sft(self, row: Any, response_key: str = "response", normalize: Normalize = None) -> Conversation:
@@ -183,6 +184,7 @@ class ConversationReader:
                 "this row is a preference pair (chosen_messages/rejected_messages); use the dpo processor",
             )
         _require_one_shape(row, ("messages", self.query_key), response_key)
+        refuse_flat_extras(row)
         query, response = (normalized_text(row, k, normalize) for k in (self.query_key, response_key))
         return self._conversation(_single_turn(query, response), None)  # normalized above
 
@@ -198,6 +200,7 @@ class ConversationReader:
                 "rejected_messages, or query/chosen/rejected",
             )
         _require_one_shape(row, ("chosen_messages", self.query_key), "chosen")
+        refuse_flat_extras(row)
         query, chosen, rejected = (normalized_text(row, k, normalize) for k in (self.query_key, "chosen", "rejected"))
         return (  # normalized above
             self._conversation(_single_turn(query, chosen), None),
@@ -215,6 +218,24 @@ class ConversationReader:
         messages = [_normalized(m, normalize) for m in messages] if normalize else messages
         return Conversation(
             messages, message_weights(messages, self.train_on, self.train_tool_calls, self.train_roles), refs
+        )
+
+
+FLAT_EXTRAS = ("system", "history", "tools")  # what a converter would render; a flat row carries none
+
+
+def flat_extras(row: Mapping[str, Any]) -> list[str]:
+    """The keys of a flat query/response row that a conversation would hold but the row cannot carry."""
+    return [key for key in FLAT_EXTRAS if row.get(key) not in (None, "", [], {})]
+
+
+def refuse_flat_extras(row: Mapping[str, Any]) -> None:
+    if found := flat_extras(row):
+        raise RowError(
+            "uncarried_field",
+            f"a flat query/response row carries no {'/'.join(found)}, and this one has {found}: they would "
+            "be dropped. Pass converter='alpaca' (it reads system, history and tools columns), or remove them",
+            found[0],
         )
 
 

@@ -187,3 +187,31 @@ def test_dpo_pairs_must_share_their_prompt(trained, llamafactory):
         (4, "prompt_mismatch", "rejected_messages[1]"),
     ]
     assert batch.n_samples == 1
+
+
+@pytest.mark.parametrize("strategy", ["chatml", "template"])
+@pytest.mark.parametrize("kind", ["sft", "dpo"])
+def test_a_flat_row_with_a_system_history_or_tools_is_refused_not_dropped(tmp_path, kind, strategy):
+    """A query/response row carries no system prompt, history or tools: they were dropped without
+    a word. With converter='alpaca' they are read (tests/pipeline_core/converters)."""
+    from pipeline_core import AutoTokenizer
+    from tests.pipeline_core.chat.families import family_folder
+
+    tok = AutoTokenizer.from_file(family_folder("qwen2.5", tmp_path))
+    p = ProcessorFactory.create(kind, tok, strategy=strategy)
+    flat = {"query": "hi", "response": "yo"} if kind == "sft" else {"query": "hi", "chosen": "yo", "rejected": "no"}
+    rows = [
+        flat,
+        {**flat, "system": "Be brief."},
+        {**flat, "history": [["a", "b"]]},
+        {**flat, "tools": '[{"name": "f"}]'},
+        {**flat, "system": "", "history": [], "id": 7},  # empty ones and other keys are no loss
+    ]
+    batch = p.process_batch(rows)
+    assert [(i, e.reason, e.field) for i, e in batch.errors] == [
+        (1, "uncarried_field", "system"),
+        (2, "uncarried_field", "history"),
+        (3, "uncarried_field", "tools"),
+    ]
+    assert batch.rows.tolist() == [0, 4]
+    assert "converter='alpaca'" in batch.errors[0][1].message
