@@ -40,6 +40,7 @@ class Encoded:
     sequence: Ragged  # int32
     weight: Ragged  # float32, aligned with sequence
     target: Ragged | None = None  # bool, aligned: the tokens of trained turns (None: the mask's)
+    piece_lengths: np.ndarray | None = None  # tokens of each piece, all rows' pieces in order
 
     @property
     def mask(self) -> Ragged:
@@ -54,6 +55,51 @@ class Encoded:
     def rows(self, start: int, stop: int) -> Encoded:
         target = None if self.target is None else self.target.slice_rows(start, stop)
         return Encoded(self.sequence.slice_rows(start, stop), self.weight.slice_rows(start, stop), target)
+
+
+def media_within(
+    rows: list[Rendered], piece_lengths: np.ndarray, limit: int | None
+) -> tuple[list[list[dict]], list[int]]:
+    """(each row's media references without those of messages cut away by truncation to ``limit``
+    tokens, the rows where that cannot be told). A message is in the sample when its first token is
+    before the cut; a template strategy owns only the trained turns' pieces, so a cut row whose media
+    sit in a message it does not own (a user turn) after the last trained turn the cut leaves cannot
+    be told, and is listed."""
+    out, unsure, start = [], [], 0
+    for k, row in enumerate(rows):
+        lengths = piece_lengths[start : start + len(row.pieces)]
+        start += len(row.pieces)
+        if not row.media or limit is None or int(lengths.sum()) <= limit:
+            out.append(row.media)
+            continue
+        begins = np.concatenate([[0], np.cumsum(lengths)[:-1]]).tolist()
+        first: dict[int, int] = {}
+        for piece, begin in zip(row.pieces, begins):
+            first.setdefault(piece.message, begin)
+        kept = [ref for ref in row.media if _before(ref["message"], first, limit)]
+        if any(_before(ref["message"], first, limit) is None for ref in row.media):
+            unsure.append(k)
+        out.append(kept)
+    return out, unsure
+
+
+def _before(message: int, first: dict[int, int], limit: int) -> bool | None:
+    """Whether ``message`` starts before the cut at ``limit``; None when the render does not say.
+    A message without pieces of its own renders before the first piece of any later message."""
+    if message in first:
+        return first[message] < limit
+    if any(begin <= limit for later, begin in first.items() if later > message):
+        return True
+    return None
+
+
+def media_cut_error() -> RowError:
+    return RowError(
+        "media_cut",
+        "truncation to max_length cuts this sample, and which of its media stay with the text cannot be "
+        "told (they sit in a turn the chat template writes without marking it); raise max_length, or "
+        "overflow='drop'",
+    )
 
 
 def render(strategy: PromptStrategy, conversation: Conversation) -> Rendered:
@@ -73,12 +119,20 @@ def weighted_samples(
     kept = [r for r in (_weighted(pieces, conversation, prompt_weight) for pieces in samples) if _trains(r)]
     if not kept:
         raise _nothing_to_train()
-    return kept
+    return [_up_to_its_turn(r) for r in kept] if len(samples) > 1 else kept
 
 
 def _weighted(pieces: list[Piece], conversation: Conversation, prompt_weight: float = 0.0) -> Rendered:
     weights = conversation.weights
     return Rendered(pieces, [weights[p.message] if p.target else prompt_weight for p in pieces], conversation.media)
+
+
+def _up_to_its_turn(rendered: Rendered) -> Rendered:
+    """One of several samples of a row (``rewritten="per_turn"``): it renders the messages up to its
+    trained turn, so it keeps the media of those messages only."""
+    last = max(p.message for p in rendered.pieces)
+    media = [ref for ref in rendered.media if ref["message"] <= last]
+    return Rendered(rendered.pieces, rendered.piece_weights, media)
 
 
 def _trains(rendered: Rendered) -> bool:
@@ -115,7 +169,8 @@ def encode_rendered(tokenizer: AutoTokenizer, rows: list[Rendered]) -> Encoded:
     piece_weights = np.fromiter((w for r in rows for w in r.piece_weights), np.float32, len(slots))
     weight = Ragged(np.repeat(piece_weights, pieces.lengths), offsets)
     targets = np.fromiter((p.target for r in rows for p in r.pieces), np.bool_, len(slots))
-    return Encoded(Ragged(pieces.values, offsets), weight, Ragged(np.repeat(targets, pieces.lengths), offsets))
+    target = Ragged(np.repeat(targets, pieces.lengths), offsets)
+    return Encoded(Ragged(pieces.values, offsets), weight, target, pieces.lengths)
 
 
 def _slot(piece: Piece, texts: dict[str, int], markup: dict[int, int], arrays: list[np.ndarray]) -> int:

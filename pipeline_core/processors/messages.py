@@ -172,6 +172,8 @@ class ConversationReader:
             # refused or lost them): in the key whatever the strategy, a user's own included
             "message_fields": ",".join((*MESSAGE_FIELDS, CONTENT_ABSENT)),
             "flat_row_extras": "refused",  # since 2026-12-07 (their system/history/tools were dropped)
+            # since 2026-12-07 a per_turn or truncated sample lists only its messages' media
+            **({"media_listed": "per_sample"} if self.media == "keep" else {}),
         }
 
     def sft(self, row: Any, response_key: str = "response", normalize: Normalize = None) -> Conversation:

@@ -21,7 +21,14 @@ import numpy as np
 from pipeline_core.errors import RowError
 from pipeline_core.processors import fast_pairs, fast_template
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
-from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, weighted_samples
+from pipeline_core.processors.conversation import (
+    Encoded,
+    Rendered,
+    encode_rendered,
+    media_cut_error,
+    media_within,
+    weighted_samples,
+)
 from pipeline_core.processors.length import over_length, truncate_all
 from pipeline_core.processors.mask import EndTokens, MaskControls, controlled, end_of_turn_ids
 from pipeline_core.processors.media import media_ragged
@@ -108,17 +115,21 @@ class SFTProcessor(Processor):
         failed: list = []
         if self.controls.trims_ends:
             weight, failed = controlled(self.controls, encoded.sequence, encoded.weight, self._ends)
-            encoded = Encoded(encoded.sequence, weight, encoded.target)
+            encoded = Encoded(encoded.sequence, weight, encoded.target, encoded.piece_lengths)
         # a sample the mask controls refused gets that one error (the first found): never also too_long
         lengths = _without(encoded.sequence.lengths, [i for i, _ in failed])
         keep, dropped, truncated = over_length(lengths, encoded.prompt_lengths, self.max_length, self.overflow)
         keep[[i for i, _ in failed]] = False
+        media, unsure = media_within(rendered, encoded.piece_lengths, self.max_length)
+        for i in [i for i in unsure if keep[i]] if self.sample_keys else []:  # cut, media undecidable
+            keep[i], truncated = False, truncated - 1
+            dropped.append((i, media_cut_error()))
         turns = turn_numbers(per_row)
         dropped = name_turns(sorted(failed + dropped, key=lambda x: x[0]), turns)
         samples = {"sequence": encoded.sequence, "loss_mask": encoded.mask, "loss_weight": encoded.weight}
         samples = truncate_all(samples, self.max_length)
         if self.sample_keys:
-            samples["media"] = media_ragged([r.media for r in rendered])
+            samples["media"] = media_ragged(media)
         return assemble(samples, positions, errors, dropped, keep, truncated, turns, encoded.prompt_lengths)
 
 
