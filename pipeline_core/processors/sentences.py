@@ -1,12 +1,13 @@
 """Sentence-level output for pretraining text, as Megatron's and MindSpeed's ``--split-sentences``.
 
 Each document is cut into sentences by an offline splitter (``blingfire``: a finite-state model
-shipped inside its wheel, nothing downloaded at run time). The cut is lossless: whitespace between
-two sentences goes to the start of the second, where byte-level BPE tokenizers put it anyway
-(" World"), so the sentences of a document join back to its exact text. Every sentence is
-tokenized on its own; the wrapped ``pt`` processor's ``add_bos`` / ``add_eos`` are kept per document:
-bos opens only its first sentence, eos closes only its last, so the sentences of a document join
-back to exactly the tokens ``pt`` writes for it unsplit.
+shipped inside its wheel, nothing downloaded at run time). The document is tokenized whole and its
+tokens are cut where its sentences end (a token across a sentence end, as Qwen's and Llama-3's
+``".\n"``, stays with the sentence before), so its sentences join back to exactly the tokens ``pt``
+writes for it unsplit, with any tokenizer. (Tokenizing each sentence on its own, as Megatron does,
+gives other tokens at the cuts with those tokenizers, and an extra ``▁`` per sentence with
+SentencePiece ones.) The wrapped ``pt`` processor's ``add_bos`` / ``add_eos`` are kept per
+document: bos opens only its first sentence, eos closes only its last.
 
 ``SentenceProcessor`` wraps a ``pt`` processor and returns per document::
 
@@ -49,12 +50,20 @@ def sentence_splitter(name: str = "blingfire") -> Splitter:
     return SPLITTERS[name]()
 
 
-def split_sentences(text: str, splitter: Splitter) -> list[str]:
-    """Cut ``text`` at the end of every sentence; ``"".join(result) == text``."""
-    cuts = [end for _, end in splitter(text)[:-1]]
-    bounds = [0, *cuts, len(text)]
-    pieces = [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-    return [p for p in pieces if p] or [text]
+def sentence_ends(text: str, splitter: Splitter) -> list[int]:
+    """The character positions where the text's sentences end, but the last."""
+    return [end for _, end in splitter(text)[:-1]]
+
+
+def sentence_lengths(token_starts: np.ndarray, ends: list[int]) -> np.ndarray:
+    """A document's tokens per sentence, cut at the first token starting at or after each sentence end
+    (``token_starts``: each token's first character); sentences left without a token are merged into
+    the next. One sentence of 0 tokens for a document without any."""
+    starts = np.maximum.accumulate(token_starts) if token_starts.size else token_starts
+    bounds = np.searchsorted(starts, np.asarray(ends, dtype=np.int64), side="left")
+    lengths = np.diff(np.concatenate([[0], bounds, [starts.size]]))
+    kept = lengths[lengths > 0]
+    return kept.astype(np.int64) if kept.size else np.zeros(1, dtype=np.int64)
 
 
 class SentenceProcessor:
@@ -84,17 +93,20 @@ class SentenceProcessor:
         return getattr(self.processor, "megatron_names", {})
 
     def describe(self) -> dict:
-        return {**self.processor.describe(), "sentence_splitter": self.splitter_name}
+        # "sentence_cut" since 2026-12-07: cut between the whole document's tokens (each sentence was
+        # tokenized on its own: other tokens with Qwen/Llama-3/SentencePiece tokenizers)
+        return {**self.processor.describe(), "sentence_splitter": self.splitter_name, "sentence_cut": "document_tokens"}
 
     def _text(self, row: dict) -> str:
         return normalized_text(row, self.processor.text_key, self.processor.normalizer)
 
     def _encode(self, texts: list[str]) -> tuple[Ragged, Ragged]:
         """(tokens per document, sentence lengths per document), each document between pt's bos and eos."""
-        pieces = [split_sentences(text, self.split) for text in texts]
-        counts = np.array([len(p) for p in pieces], dtype=np.int64)
-        encoded = self.tokenizer.encode_ragged([s for p in pieces for s in p])
-        sentences = _wrap_documents(encoded, counts, self._bos, self._eos)
+        ids, starts = self.tokenizer.encode_with_starts(texts)
+        per_document = [sentence_lengths(starts[d], sentence_ends(text, self.split)) for d, text in enumerate(texts)]
+        counts = np.array([len(lengths) for lengths in per_document], dtype=np.int64)
+        lengths = np.concatenate(per_document) if per_document else np.zeros(0, dtype=np.int64)
+        sentences = _wrap_documents(Ragged(ids.values, offsets_from_lengths(lengths)), counts, self._bos, self._eos)
         documents = Ragged(sentences.values, offsets_from_lengths(_sums(sentences.lengths, counts)))
         return documents, Ragged(sentences.lengths, offsets_from_lengths(counts))
 

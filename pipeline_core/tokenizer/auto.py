@@ -70,6 +70,7 @@ class AutoTokenizer:
         self._backend: EncodeBackend = create_backend(self._json, backend)
         self._roles: dict[str, str] = {}
         self._fingerprint: str | None = None
+        self._user_text_offsets: Tokenizer | None = None  # built by encode_with_starts when asked
         self.chat_template = chat_template
         # named templates ({"default": ..., "tool_use": ...}) when the model ships several
         self.named_chat_templates: dict[str, str] = {}
@@ -150,6 +151,16 @@ class AutoTokenizer:
     def encode_ragged(self, texts: Sequence[str]) -> Ragged:
         """The hot path: a whole batch in one backend call, as flat ids plus offsets."""
         return self._backend.encode_batch(list(texts))
+
+    def encode_with_starts(self, texts: Sequence[str]) -> tuple[Ragged, Ragged]:
+        """User texts as ``encode_ragged`` encodes them (by ``tokenizers``, the reference), and the
+        first character of each token in its text: where a text can be cut between its tokens."""
+        if self._user_text_offsets is None:
+            self._user_text_offsets = Tokenizer.from_str(self._json)
+            self._user_text_offsets.encode_special_tokens = True  # data is text, as in every backend
+        encodings = self._user_text_offsets.encode_batch(list(texts), add_special_tokens=False)
+        starts = Ragged.from_lists(([start for start, _ in e.offsets] for e in encodings), dtype=np.int64)
+        return Ragged.from_lists(e.ids for e in encodings), starts
 
     def encode_markup(self, text: str) -> list[int]:
         """Encode pipeline-written text: special-token strings become their special ids."""
