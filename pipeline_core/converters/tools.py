@@ -46,18 +46,28 @@ def tools_json(value: Any, field: str) -> str | None:
 
 
 def tool_call_blocks(value: Any, field: str) -> list[ContentBlock]:
-    """One ``tool_calls`` block per call; a single call given as a JSON string is kept verbatim."""
+    """One ``tool_calls`` block per call; a single call given as a JSON string is kept verbatim.
+    A call is an object with a ``name`` (or an OpenAI ``function``), else a RowError: the ``chatml``
+    strategy would write any JSON, where a template (and LLaMA-Factory) refuses it."""
     parsed = parse_json(value, field) if isinstance(value, str) else value
-    if isinstance(parsed, dict):
+    if isinstance(parsed, dict) and _is_call(parsed):
         return [block("tool_calls", value if isinstance(value, str) else dumps(value))]
-    if isinstance(parsed, list) and parsed and all(isinstance(c, dict) for c in parsed):
+    if isinstance(parsed, list) and parsed and all(isinstance(c, dict) and _is_call(c) for c in parsed):
         return [block("tool_calls", dumps(call)) for call in parsed]
     raise RowError(
         "invalid_tool_call",
         f'{field} must be a tool call object like {{"name": ..., "arguments": ...}} '
-        f"or a non-empty list of them, got {json_type(parsed)}",
+        f"or a non-empty list of them, got {_what(parsed)}",
         field,
     )
+
+
+def _what(parsed: Any) -> str:
+    if isinstance(parsed, dict):
+        return "an object without a name (or function)"
+    if isinstance(parsed, list) and parsed:
+        return "a list with an item that is no such object"
+    return json_type(parsed)
 
 
 def message_tool_calls(msg: Mapping[str, Any], role: str, field: str) -> list[ContentBlock]:
@@ -70,3 +80,7 @@ def message_tool_calls(msg: Mapping[str, Any], role: str, field: str) -> list[Co
             f"{field}.tool_calls",
         )
     return [b for i, c in enumerate(calls) for b in tool_call_blocks(c, f"{field}.tool_calls[{i}]")]
+
+
+def _is_call(call: Mapping[str, Any]) -> bool:
+    return "name" in call or "function" in call

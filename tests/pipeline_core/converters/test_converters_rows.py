@@ -340,3 +340,19 @@ def test_unknown_role_message_says_what_is_expected():
 def test_missing_field_lists_available_keys():
     with pytest.raises(RowError, match=r"available keys: \['instruction', 'response'\]"):
         convert("alpaca", {"instruction": "q", "response": "a"})
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ('{"foo": 1}', "an object without a name"),
+        ('[{"name": "f", "arguments": {}}, {"foo": 1}]', "a list with an item that is no such object"),
+        ("[]", "got list"),
+    ],
+)
+def test_a_function_call_that_is_no_call_is_refused_naming_the_turn(value, says):
+    """chatml wrote any JSON inside <tool_call> and trained on it; a template refuses such a call."""
+    row = {"conversations": [{"from": "human", "value": "q"}, {"from": "function_call", "value": value}]}
+    with pytest.raises(RowError, match=says) as caught:
+        convert("sharegpt", row)
+    assert (caught.value.reason, caught.value.field) == ("invalid_tool_call", "conversations[1].value")
