@@ -48,6 +48,11 @@ def csv_options(first: str, storage_options: dict | None) -> dict:
         header = next((row for row in csv.reader(f) if row), None)  # pandas skips blank lines first
     if not header:  # no rows at all
         return {"na_filter": False}
+    if "" in header:
+        raise SourceError(
+            f"{first}: the CSV header has no name for column {header.index('') + 1} of {len(header)}: "
+            "give every column a name"
+        )
     repeated = sorted({name for name in header if header.count(name) > 1})
     if repeated:
         raise SourceError(

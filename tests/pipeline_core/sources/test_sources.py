@@ -323,3 +323,12 @@ def test_a_csv_header_that_repeats_a_name_is_refused_naming_it(tmp_path):
     path.write_text("id,id,note\n02134,7,NA\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"c\.csv: the CSV header repeats the column name\(s\) \['id'\]"):
         rows_of(open_source(path))
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_csv_header_with_an_unnamed_column_is_refused_naming_it(tmp_path, streaming):
+    """It failed with "An error occurred while generating the dataset" (sized) or a KeyError (streamed)."""
+    path = tmp_path / "c.csv"
+    path.write_text("a,,b\n1,2,3\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"c\.csv: the CSV header has no name for column 2 of 3"):
+        rows_of(open_source(path, streaming=streaming))
