@@ -145,7 +145,8 @@ def _nothing_to_train() -> RowError:
         "nothing_to_train",
         "no assistant message with loss_weight > 0 to train on (train_on='last' uses only the last "
         "assistant message; a template that rewrites history trains only the last turn unless "
-        "rewritten='per_turn'); add an assistant turn or fix loss_weight",
+        "rewritten='per_turn'; a turn that only calls tools trains with train_tool_calls=True); add an "
+        "assistant turn or fix loss_weight",
         "messages",
     )
 

@@ -18,7 +18,14 @@ import numpy as np
 from pipeline_core.errors import RowError
 from pipeline_core.processors import fast_pairs
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
-from pipeline_core.processors.conversation import Encoded, Rendered, encode_rendered, render
+from pipeline_core.processors.conversation import (
+    Encoded,
+    Rendered,
+    encode_rendered,
+    media_cut_error,
+    media_within,
+    render,
+)
 from pipeline_core.processors.length import over_length, truncate_all
 from pipeline_core.processors.media import media_ragged
 from pipeline_core.processors.messages import ConversationReader, check_shared_prompt
@@ -61,8 +68,10 @@ class DPOProcessor(Processor):
                 "chosen_messages and rejected_messages reference different media; a pair shares its prompt's media",
                 "rejected_messages",
             )
+        # a side that trains nothing is nothing_to_train (said first): its prompt would be all of it
+        rendered = render(self.strategy, chosen), render(self.strategy, rejected)
         check_shared_prompt(chosen, rejected)
-        return render(self.strategy, chosen), render(self.strategy, rejected)
+        return rendered
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
         fast = fast_pairs.dpo_batch(self, rows)
@@ -76,14 +85,26 @@ class DPOProcessor(Processor):
         longest = np.maximum(*(e.sequence.lengths for e in sides.values()))
         prompt = np.maximum(*(e.prompt_lengths for e in sides.values()))
         keep, dropped, truncated = over_length(longest, prompt, self.max_length, self.overflow)
+        media, unsure = media_within(
+            [g[0] for g in good] + [g[1] for g in good], encoded.piece_lengths, self.max_length
+        )
+        for i in _media_cut(media, set(unsure), n, keep) if self.sample_keys else []:
+            keep[i], truncated = False, truncated - 1
+            dropped.append((i, media_cut_error()))
         samples = {}
         for side, e in sides.items():
             samples |= {side: e.sequence, f"{side}_mask": e.mask, f"{side}_weight": e.weight}
         samples = truncate_all(samples, self.max_length)
         if self.sample_keys:
-            samples["media"] = media_ragged([g[0].media for g in good])
-        return assemble(samples, positions, errors, dropped, keep, truncated)
+            samples["media"] = media_ragged(media[:n])
+        return assemble(samples, positions, errors, sorted(dropped, key=lambda x: x[0]), keep, truncated)
 
 
 def _rows(encoded: Encoded, start: int, stop: int) -> Encoded:
     return encoded.rows(start, stop)
+
+
+def _media_cut(media: list[list[dict]], unsure: set[int], n: int, keep) -> list[int]:
+    """Kept pairs whose one media list cannot hold after the cut: a side where it cannot be told, or
+    sides left with different media (both had the prompt's; a cut took some from one side only)."""
+    return [i for i in range(n) if keep[i] and (i in unsure or i + n in unsure or media[i] != media[i + n])]

@@ -82,3 +82,22 @@ def test_a_cut_inside_the_last_trained_turn_keeps_the_media_before_it(converter,
     assert not batch.errors and batch.truncated == 1
     assert "Where?" in tok.decode(batch.samples["sequence"][0].tolist())
     assert media == [[FIRST, SECOND]]
+
+
+def test_a_pair_cut_away_from_some_of_its_media_is_refused(tmp_path):
+    """A pair stores one media list for both sides; a cut that leaves its sides different media
+    (the long chosen answer pushes the last user turn past max_length) cannot be written as one."""
+    tok = AutoTokenizer.from_file(family_folder("qwen2.5", tmp_path))
+
+    def side(answer: str) -> list[dict]:
+        def ask(text: str, image: str) -> dict:
+            return {"role": "user", "content": [{"type": "text", "value": text}, {"type": "image_url", "value": image}]}
+
+        answer_turn = {"role": "assistant", "content": [{"type": "text", "value": answer}]}
+        return [ask("look", "a.png"), answer_turn, ask("and this", "b.png")]
+
+    row = {"chosen_messages": side("word " * 40), "rejected_messages": side("no")}
+    whole = ProcessorFactory.create("dpo", tok, media="keep").process_batch([row])
+    assert [len(decode_media(whole.samples["media"][0]))] == [2] and not whole.errors
+    cut = ProcessorFactory.create("dpo", tok, media="keep", max_length=24, overflow="truncate").process_batch([row])
+    assert [(i, e.reason) for i, e in cut.errors] == [(0, "media_cut")] and cut.truncated == 0

@@ -215,3 +215,31 @@ def test_a_flat_row_with_a_system_history_or_tools_is_refused_not_dropped(tmp_pa
     ]
     assert batch.rows.tolist() == [0, 4]
     assert "converter='alpaca'" in batch.errors[0][1].message
+
+
+def test_a_pair_with_a_side_that_trains_nothing_is_nothing_to_train_not_a_prompt_mismatch(trained):
+    """Its whole conversation was taken as its prompt, so the pair was skipped as prompt_mismatch,
+    whose message tells the user to fix prompts that are the same."""
+
+    def turn(role: str, text: str, weight: float = 1.0) -> dict:
+        return {"role": role, "content": [{"type": "text", "value": text}], "loss_weight": weight}
+
+    ask = turn("user", "q", 0.0)
+    rows = [
+        {
+            "chosen_messages": [ask, turn("assistant", "good", 0.0)],
+            "rejected_messages": [ask, turn("assistant", "bad")],
+        },
+        {"chosen_messages": [ask], "rejected_messages": [ask, turn("assistant", "bad")]},
+        {
+            "chosen_messages": [ask, turn("assistant", "good")],
+            "rejected_messages": [turn("user", "other", 0.0), turn("assistant", "bad")],
+        },
+    ]
+    batch = ProcessorFactory.create("dpo", trained).process_batch(rows)
+    assert [(i, e.reason) for i, e in batch.errors] == [
+        (0, "nothing_to_train"),
+        (1, "nothing_to_train"),
+        (2, "prompt_mismatch"),
+    ]
+    assert "train_tool_calls=True" in batch.errors[0][1].message
