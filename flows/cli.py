@@ -182,7 +182,7 @@ def inspect(
     tokenizer: Annotated[
         str | None, Opt(help="to decode a sample; default: from h5pipe-run.json beside the file")
     ] = None,
-    index: Annotated[int, Opt(help="which sample to decode")] = 0,
+    index: Annotated[int, Opt(help="which sample to decode (in a packed file: which pack)")] = 0,
 ) -> None:
     """Show a file's attributes, counts and a decoded sample."""
     from flows.inspect import describe_file

@@ -68,23 +68,25 @@ def describe_file(url: str, tokenizer_path: str | None = None, index: int = 0) -
         lines += [f"  {k}: {v}" for k, v in attrs.items()]
         lines.append("datasets:")
         narrowed = narrowed_keys(f)
+        unit = "packs" if attrs.get("pack_size") else "samples"  # a packed file's rows are packs
         for key in data_keys(f):
             read_as = f" (read as {narrowed[key]})" if key in narrowed else ""
-            lines.append(f"  {key}: {_count(f, key)} samples, shape {f[key].shape}, dtype {f[key].dtype}{read_as}")
+            lines.append(f"  {key}: {_count(f, key)} {unit}, shape {f[key].shape}, dtype {f[key].dtype}{read_as}")
         for key in derived_keys(f):
             lines.append(f"  {key}: not stored, derived from cu_seqlens on read (load_h5 int32, H5Dataset int64)")
         main = next((k for k in ("sequence", "chosen") if k in f), None)
         path = tokenizer_path or tokenizer_path_from_run_record(url)
         count = _count(f, main) if main else 0
+        item = unit[:-1]
         if not main and attrs.get("samples_written") == 0 or main and not 0 <= index < count:
-            lines.append(f"(no sample {index}: the file holds {count})" if count else "(no samples: nothing to decode)")
+            lines.append(f"(no {item} {index}: the file holds {count})" if count else "(no samples: nothing to decode)")
         elif main and path:
             tokenizer, problem = tokenizer_of_file(path, attrs)
             ids = sample_of(f, main, index)
             if problem:
-                lines.append(f"(sample {index} not decoded: {problem})")
+                lines.append(f"({item} {index} not decoded: {problem})")
             else:
-                lines += [f"sample {index} ({main}, {len(ids)} tokens):", tokenizer.decode(ids.tolist())]
+                lines += [f"{item} {index} ({main}, {len(ids)} tokens):", tokenizer.decode(ids.tolist())]
         elif main:
             lines.append("(pass --tokenizer to decode a sample)")
     return "\n".join(lines)

@@ -141,12 +141,15 @@ def read_whole(handle: h5py.File, key: str) -> np.ndarray:
 
 
 def load_h5(file_path: str, share_memory: bool = False, storage_options: dict | None = None) -> dict:
-    """``{key: 2-D tensor}`` for fixed-length keys, ``{key: [1-D tensor, ...]}`` for variable ones.
-    Derived ``position_ids`` (see ``formats.positions``) come back as stored ones would: int32."""
+    """``{key: 2-D tensor}`` for fixed-length keys, ``{key: [1-D tensor, ...]}`` for variable ones, in
+    the dtypes written (int32 ids). Derived ``position_ids`` (see ``formats.positions``) come back as
+    stored ones would: int32. A file without the ``complete`` attribute (partial) is refused, as
+    ``H5Dataset`` refuses it."""
     import torch
 
     out = {}
     with open_h5(file_path, storage_options) as f:
+        require_complete(f, file_path)
         for key in reader_keys(f):
             values = torch.from_numpy(read_whole(f, key))
             if share_memory:

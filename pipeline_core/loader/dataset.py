@@ -41,7 +41,7 @@ from pipeline_core.loader.collate import CU_SEQLENS, IGNORE_INDEX, H5Collate, do
 from pipeline_core.loader.downloads import local_files
 
 LABEL_SOURCES = (("sequence", "loss_mask", "labels"),)
-KEEP_DTYPE = ("cu_seqlens",)
+KEEP_DTYPE = ("cu_seqlens", "media")  # int32 for varlen kernels; UTF-8 JSON bytes, never token ids
 
 
 class H5Dataset(Dataset):

@@ -33,3 +33,19 @@ def test_roles_are_taken_from_the_file_not_from_the_tokenizer_folder(gpt2_path, 
     padded = AutoTokenizer.from_file(gpt2_path, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     out = _cached(tmp_path, padded, [{"text": "hello world"}])
     assert "sample 0 (sequence, 3 tokens):\nhello world<|endoftext|>" in describe_file(out, str(gpt2_path))
+
+
+def test_a_packed_files_rows_are_called_packs(gpt2, gpt2_path, tmp_path):
+    """A packed file's rows are packs of several documents: inspect called them samples, and
+    "sample 1" decoded a pack."""
+    from pipeline_core import CacheOptions, ProcessorFactory, cache_file, read_attrs
+
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"text": f"document number {i}"}) + "\n" for i in range(6)))
+    stats = cache_file(
+        str(path), str(tmp_path / "out"), ProcessorFactory.create("pt", gpt2), CacheOptions(pack_size=16, pad_value=0)
+    )
+    packs = read_attrs(stats.output_url)["packs"]
+    shown = describe_file(stats.output_url, str(gpt2_path), index=1)
+    assert f"  sequence: {packs} packs, shape ({packs}, 16)" in shown
+    assert "pack 1 (sequence, 16 tokens):" in shown and " samples," not in shown

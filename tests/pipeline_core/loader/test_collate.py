@@ -163,6 +163,25 @@ def test_dpo_style_keys_get_their_own_labels_and_masks(tmp_path):
     assert batch["chosen_attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
 
 
+def test_media_bytes_are_padded_with_zeros_and_get_no_attention_mask(tmp_path):
+    """media is UTF-8 JSON bytes: H5Dataset widened it to int64 like ids, so the collate padded it
+    with the pad id (2 here: not a valid padding byte, and a pad id >= 256 is no byte at all) and
+    gave it an attention mask."""
+    import json
+
+    refs = [[], [{"type": "image_url", "value": "a.png", "message": 0}]]
+    writer = H5Writer(str(tmp_path / "chunk_0.h5"))
+    writer.append_ragged("sequence", Ragged.from_lists([[5, 6], [7]]))
+    writer.append_ragged("media", Ragged.from_lists([list(json.dumps(r).encode()) for r in refs], dtype=np.uint8))
+    writer.close()
+    dataset = H5Dataset(tmp_path)
+    assert dataset[0]["media"].dtype == torch.uint8
+    batch = H5Collate(pad_id=2)([dataset[0], dataset[1]])
+    assert "media_attention_mask" not in batch
+    assert bytes(batch["media"][0].tolist()).rstrip(b"\x00") == b"[]"
+    assert json.loads(bytes(batch["media"][1].tolist()).rstrip(b"\x00")) == refs[1]
+
+
 def test_importing_the_core_does_not_import_torch():
     code = "import sys, pipeline_core; assert 'torch' not in sys.modules; pipeline_core.h5_collate; assert 'torch' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -101,6 +101,8 @@ def test_partial_files_are_refused_with_the_fix(tmp_path):
     writer.close(complete=False)
     with pytest.raises(ValueError, match="partial.*re-run the cache stage"):
         H5Dataset(tmp_path)
+    with pytest.raises(ValueError, match="partial.*re-run the cache stage"):
+        load_h5(str(tmp_path / "chunk_0.h5"))  # it read the partial file as if complete
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no .h5 files"):
         H5Dataset(tmp_path / "empty")
