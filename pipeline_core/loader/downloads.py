@@ -3,7 +3,8 @@
 A local folder gives the files its manifest commits (docs/commit-protocol.md). A remote folder
 (any fsspec URL) is downloaded once into ``cache_dir`` (default ``$H5PIPE_CACHE``, else
 ``$H5PIPE_CACHE_DIR`` or ``~/.cache/h5pipe``, see ``_cache_root``); a cached file is reused while
-it is the same file: the manifest's sha256, else the ETag (never the size alone).
+it is the same file: the manifest's sha256, else the ETag (never the size alone), checked on the
+bytes fetched (``_download``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pipeline_core.commit.manifest import committed_outputs, load_manifest
 from pipeline_core.commit.stamps import file_infos, stamp_of
 from pipeline_core.storage import records
 from pipeline_core.storage.fs import fetch_files, is_local, url_to_fs
+from pipeline_core.storage.hashing import file_digest
 
 
 def local_files(url: str, cache_dir: str | None = None, storage_options: dict | None = None) -> list[str]:
@@ -31,7 +33,7 @@ def local_files(url: str, cache_dir: str | None = None, storage_options: dict | 
         return [url_to_fs(u)[1] for u in urls]
     folder = os.path.join(_cache_root(cache_dir), hashlib.sha256(url.encode()).hexdigest()[:16])
     identity = _identities(url if fs.isdir(path) else None, urls, storage_options)
-    return [_download(fs, url_to_fs(u, storage_options)[1], folder, identity[u]) for u in urls]
+    return [_download(fs, u, folder, identity[u], storage_options) for u in urls]
 
 
 def _folder_files(url: str, storage_options: dict | None) -> list[str]:
@@ -55,37 +57,67 @@ def _cache_root(cache_dir: str | None) -> str:
     return str(cache_dir or os.environ.get("H5PIPE_CACHE") or records.cache_dir() or records.default_cache_dir())
 
 
-def _download(fs, remote: str, folder: str, identity: str | None) -> str:
-    """The local copy of ``remote``, fetched again unless the copy was made from the same file:
-    ``identity`` (the manifest's sha256, else the store's stamp: ETag and size) is recorded beside
-    it. Size alone is never enough: HDF5 sizes fall on a few values."""
+def _download(fs, url: str, folder: str, identity: str | None, storage_options: dict | None = None) -> str:
+    """The local copy of ``remote``, fetched unless a copy of the same file is there. ``identity``
+    (the manifest's sha256 and size, else the store's stamp: ETag and size) names the copy, so a
+    copy is reused only for the same content (size alone is never enough: HDF5 sizes fall on a few
+    values), and a copy another dataset indexed is never overwritten by a newer file of the same
+    name: that one gets its own copy, and the older copies of the name are removed, so a reader
+    still on one fails loudly instead of reading the newer file under its old index."""
     os.makedirs(folder, exist_ok=True)
-    local = os.path.join(folder, remote.rsplit("/", 1)[-1])
-    marker = os.path.join(folder, f".{os.path.basename(local)}.source")
-    if identity is not None and os.path.exists(local) and _read_marker(marker) == identity:
+    remote = url_to_fs(url, storage_options)[1]
+    name = remote.rsplit("/", 1)[-1]
+    local = os.path.join(folder, f"{_tag(identity)}-{name}" if identity else name)
+    if identity is not None and os.path.exists(local):
         return local
     tmp = f"{local}.part-{uuid.uuid4().hex[:8]}"
     try:
         fs.get_file(remote, tmp)
+        _check_fetched(url, tmp, identity, storage_options)
         os.replace(tmp, local)
-        if identity is None:  # nothing names this content: the copy is never reused
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(marker)
-        else:
-            with open(marker, "w", encoding="utf-8") as f:
-                f.write(identity)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    if identity is not None:
+        _drop_other_copies(folder, name, local)
     return local
 
 
-def _read_marker(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
+def _tag(identity: str) -> str:
+    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+
+
+def _check_fetched(remote: str, local: str, identity: str | None, storage_options: dict | None) -> None:
+    """The fetched bytes are the file ``identity`` names, else FileChangedError: a manifest written
+    before its file was replaced (a folder being synced), or a file rewritten while it was read."""
+    if identity is None:
+        return
+    if identity.startswith("sha256:"):
+        digest = file_digest(local)
+        found = f"sha256:{digest.sha256}:{digest.size}"
+    else:
+        found = f"stamp:{stamp_of(file_infos([remote], storage_options).get(remote) or {})}"
+    if found != identity:
+        raise FileChangedError(
+            f"{remote} is not the file its folder names ({identity[:40]}..., read {found[:40]}...): it is "
+            "being rewritten or synced; read the folder again once its run is committed"
+        )
+
+
+def _drop_other_copies(folder: str, name: str, keep: str) -> None:
+    """Remove the copies of ``name`` made from other content (and the pre-2026-12-07 layout's copy
+    and marker), so a reader indexed on one of them fails loudly rather than read other bytes."""
+    for entry in os.listdir(folder):
+        other = (
+            entry == name or entry == f".{name}.source" or (entry.endswith(f"-{name}") and len(entry) == len(name) + 17)
+        )
+        if other and os.path.join(folder, entry) != keep:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, entry))
+
+
+class FileChangedError(RuntimeError):
+    """A remote file's bytes are not those its folder named when the read began."""
 
 
 def _identities(folder: str | None, urls: list[str], storage_options: dict | None) -> dict[str, str | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import h5py
 import s3fs
@@ -60,3 +61,68 @@ def test_a_file_on_a_store_without_stamps_is_fetched_every_time(tmp_path, gpt2):
         assert int(H5Dataset("memory://h5pipe-test-nostamp/data", cache_dir=cache)[0]["sequence"][0]) == first + 1
     finally:
         fs.rm("/h5pipe-test-nostamp", recursive=True)
+
+
+def in_memory_folder(name: str, local: str, manifest_of: str | None = None) -> None:
+    """``memory://{name}/out`` holding ``local`` as chunk_0.h5, with a manifest naming ``manifest_of``'s
+    bytes (default: ``local``'s)."""
+    import fsspec
+
+    from pipeline_core.commit.manifest import Manifest, ManifestEntry, save_manifest
+    from pipeline_core.storage.hashing import file_digest
+
+    fsspec.filesystem("memory").put_file(local, f"/{name}/out/chunk_0.h5")
+    digest = file_digest(manifest_of or local)
+    manifest = Manifest("cache", "cfg")
+    manifest.entries["chunk_0.h5"] = ManifestEntry("chunk_0.h5", digest.sha256, digest.size)
+    save_manifest(f"memory://{name}/out", manifest.to_json())
+
+
+def two_versions(tmp_path, gpt2) -> tuple[str, str]:
+    (tmp_path / "v1").mkdir()
+    first = one_h5(tmp_path / "v1", gpt2)
+    second = tmp_path / "v2.h5"
+    second.write_bytes(Path(first).read_bytes())
+    same_size_edit(str(second))
+    return first, str(second)
+
+
+def test_bytes_that_are_not_the_manifests_are_refused_not_cached_under_its_name(tmp_path, gpt2):
+    """A folder being synced: its new manifest has arrived, its file not yet. The old bytes were
+    cached under the new manifest's sha256 and reused for good once the sync finished."""
+    import fsspec
+    import pytest
+
+    from pipeline_core.loader.downloads import FileChangedError
+
+    old, new = two_versions(tmp_path, gpt2)
+    cache = str(tmp_path / "downloads")
+    try:
+        in_memory_folder("h5pipe-test-sync", old, manifest_of=new)
+        with pytest.raises(FileChangedError, match="is not the file its folder names.*being rewritten or synced"):
+            H5Dataset("memory://h5pipe-test-sync/out", cache_dir=cache)
+        in_memory_folder("h5pipe-test-sync", new)  # the sync ends
+        expected = int(h5py.File(new)["sequence"][0])
+        assert int(H5Dataset("memory://h5pipe-test-sync/out", cache_dir=cache)[0]["sequence"][0]) == expected
+    finally:
+        fsspec.filesystem("memory").rm("/h5pipe-test-sync", recursive=True)
+
+
+def test_a_dataset_never_reads_a_newer_copy_under_its_old_index(tmp_path, gpt2):
+    """A second reader of the same folder after a rerun replaced the cached copy in place: the first
+    dataset's reads (opened lazily, as DataLoader workers do) returned the new file's samples."""
+    import fsspec
+    import pytest
+
+    old, new = two_versions(tmp_path, gpt2)
+    cache = str(tmp_path / "downloads")
+    try:
+        in_memory_folder("h5pipe-test-live", old)
+        first = H5Dataset("memory://h5pipe-test-live/out", cache_dir=cache)
+        in_memory_folder("h5pipe-test-live", new)
+        second = H5Dataset("memory://h5pipe-test-live/out", cache_dir=cache)
+        assert int(second[0]["sequence"][0]) == int(h5py.File(new)["sequence"][0])
+        with pytest.raises(FileNotFoundError):
+            first[0]  # its copy is gone: loud, never the newer file's sample 0
+    finally:
+        fsspec.filesystem("memory").rm("/h5pipe-test-live", recursive=True)
