@@ -39,7 +39,7 @@ def test_run_writes_outputs_and_exits_zero(tmp_path, llamafactory, gpt2_path):
     assert (tmp_path / "h5" / "c4_demo.h5").exists()
     shown = runner.invoke(app, ["inspect", str(tmp_path / "h5" / "c4_demo.h5"), "--index", "1"])
     assert shown.exit_code == 0, shown.output
-    assert "pack_size: 256" in shown.stdout and "sample 1 (sequence, 256 tokens)" in shown.stdout
+    assert "pack_size: 256" in shown.stdout and "pack 1 (sequence, 256 tokens)" in shown.stdout
 
 
 def test_bad_config_exits_nonzero_naming_the_field(tmp_path, llamafactory, gpt2_path):
