@@ -90,11 +90,29 @@ def token_probes(token: str) -> list[str]:
     return [token, f"x{token}y", f" {token} ", f"{token}{token}", f"\n{token}\n", f"Hello{token}world.", token[:-1]]
 
 
+def overlap_probes(tokens: list[str]) -> list[str]:
+    """Texts where one added token runs into another (``<|im_start|>`` then ``|>assistant``):
+    `tokenizers` lets the first match hide the second, even a special one it encodes as text; a
+    backend that matches otherwise gives other ids only there, on no other probe."""
+    starts: dict[str, list[str]] = {}
+    for token in tokens:
+        for k in range(1, len(token)):
+            starts.setdefault(token[:k], []).append(token)
+    probes = []
+    for token in tokens:
+        for k in range(1, len(token)):
+            for other in starts.get(token[-k:], ()):
+                probes.append(f"{token}{other[k:]}x")
+    return list(dict.fromkeys(probes))
+
+
 def probe_texts(tokenizer_json: str) -> list[str]:
     """The full probe set for one tokenizer: built-ins, its added tokens, one long document."""
     probes = list(BUILTIN_PROBES)
-    for token in added_token_strings(tokenizer_json):
+    tokens = added_token_strings(tokenizer_json)
+    for token in tokens:
         probes.extend(token_probes(token))
+    probes.extend(overlap_probes(tokens))
     probes.append(_long_document(probes))
     return probes
 
@@ -103,6 +121,7 @@ def probe_texts(tokenizer_json: str) -> list[str]:
 def probe_set_version() -> str:
     """A digest of everything probe_texts adds besides the tokenizer's own tokens (verdicts.py keys on it)."""
     parts = [*BUILTIN_PROBES, *token_probes("<T>"), str(_LONG_DOCUMENT_CHARS), str(_LONG_DOCUMENT_MAX_PIECE)]
+    parts += overlap_probes(["<A|", "|B>"])  # since 2026-12-07: tokens running into each other
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 

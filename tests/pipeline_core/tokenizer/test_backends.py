@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tokenizers import Tokenizer
 
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.tokenizer import verdicts
@@ -278,3 +279,31 @@ def test_ragged_from_awkward_handles_reordered_layouts(rows):
     array = ak.Array([np.asarray(r, dtype=np.uint32) for r in rows])
     order = np.arange(len(rows))[::-1]
     assert ragged_from_awkward(array[order]).to_lists() == [rows[i] for i in order]
+
+
+def with_overlapping_tokens(config: dict) -> None:
+    """A special <|im_start|> whose end runs into a non-special |>assistant: `tokenizers` lets the
+    special match (encoded as text) hide the other token; gigatoken, given no special tokens, matched it."""
+    for k, (content, special) in enumerate([("<|im_start|>", True), ("|>assistant", False)]):
+        config["added_tokens"].append(
+            {
+                "id": 50257 + k,
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": special,
+            }
+        )
+
+
+def test_tokens_running_into_each_other_are_probed(fresh_verdicts):
+    require_fixtures()
+    tokenizer_json = gpt2_variant(with_overlapping_tokens)
+    reference = Tokenizer.from_str(tokenizer_json)
+    reference.encode_special_tokens = True
+    text = "<|im_start|>assistant\nHi"
+    with pytest.warns(UserWarning, match="im_start"):
+        backend = create_backend(tokenizer_json, "auto")
+    assert backend.encode_batch([text])[0].tolist() == reference.encode(text, add_special_tokens=False).ids
