@@ -58,7 +58,7 @@ def _cache_root(cache_dir: str | None) -> str:
 
 
 def _download(fs, url: str, folder: str, identity: str | None, storage_options: dict | None = None) -> str:
-    """The local copy of ``remote``, fetched unless a copy of the same file is there. ``identity``
+    """The local copy of the file at ``url``, fetched unless a copy of the same file is there. ``identity``
     (the manifest's sha256 and size, else the store's stamp: ETag and size) names the copy, so a
     copy is reused only for the same content (size alone is never enough: HDF5 sizes fall on a few
     values), and a copy another dataset indexed is never overwritten by a newer file of the same
