@@ -13,6 +13,7 @@ from __future__ import annotations
 import filecmp
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -117,7 +118,9 @@ def check(jsonl: str, h5: str, options, rows: list[dict], gpt2, clean, source) -
     texts = [r["text"] for r in rows]
     dataset = H5Dataset(h5, storage_options=options, cache_dir=str(clean) + "-downloads")
     committed = load_manifest(h5, options).outputs(".h5")
-    assert [p.rsplit("/", 1)[-1] for p in dataset.paths] == committed and "stray.h5" not in committed
+    # a remote folder's local copies are named {content tag}-{name} (loader/downloads.py)
+    names = [re.sub(r"^[0-9a-f]{16}-", "", p.rsplit("/", 1)[-1]) for p in dataset.paths]
+    assert names == committed and "stray.h5" not in committed
     got = [dataset[i]["sequence"].tolist() for i in range(len(dataset))]
     want = expected_sequences(gpt2, texts)
     assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
