@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline_core.converters.sample import CONTENT_ABSENT, MESSAGE_FIELDS, Message
-from pipeline_core.converters.tools import parse_json
+from pipeline_core.converters.tools import is_call, parse_json
 from pipeline_core.errors import RowError
 
 
@@ -106,7 +106,7 @@ def _joined(message: Message, kind: str) -> str:
 
 def _tool_call(value: str, where: str) -> dict:
     call = parse_json(value, where)
-    if not isinstance(call, dict) or not ("function" in call or "name" in call):
+    if not isinstance(call, dict) or not is_call(call):
         raise RowError(
             "invalid_tool_call",
             f'{where} must be a tool call object like {{"name": ..., "arguments": ...}}, got {value[:80]!r}',

@@ -50,9 +50,9 @@ def tool_call_blocks(value: Any, field: str) -> list[ContentBlock]:
     A call is an object with a ``name`` (or an OpenAI ``function``), else a RowError: the ``chatml``
     strategy would write any JSON, where a template (and LLaMA-Factory) refuses it."""
     parsed = parse_json(value, field) if isinstance(value, str) else value
-    if isinstance(parsed, dict) and _is_call(parsed):
+    if isinstance(parsed, dict) and is_call(parsed):
         return [block("tool_calls", value if isinstance(value, str) else dumps(value))]
-    if isinstance(parsed, list) and parsed and all(isinstance(c, dict) and _is_call(c) for c in parsed):
+    if isinstance(parsed, list) and parsed and all(isinstance(c, dict) and is_call(c) for c in parsed):
         return [block("tool_calls", dumps(call)) for call in parsed]
     raise RowError(
         "invalid_tool_call",
@@ -82,5 +82,6 @@ def message_tool_calls(msg: Mapping[str, Any], role: str, field: str) -> list[Co
     return [b for i, c in enumerate(calls) for b in tool_call_blocks(c, f"{field}.tool_calls[{i}]")]
 
 
-def _is_call(call: Mapping[str, Any]) -> bool:
+def is_call(call: Mapping[str, Any]) -> bool:
+    """A tool call object names its function, flat (``name``) or nested (``function``)."""
     return "name" in call or "function" in call
