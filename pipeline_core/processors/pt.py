@@ -20,6 +20,7 @@ from pipeline_core.processors.base import (
     ProcessedBatch,
     Processor,
     ProcessorFactory,
+    is_blank,
     normalized_text,
     plain_texts,
     split_valid,
@@ -86,7 +87,7 @@ class PretrainProcessor(Processor):
             return self._texts_row_by_row(rows)
         if self.normalizer is not None:
             texts = list(map(self.normalizer, texts))
-            if not all(t and not t.isspace() for t in texts):  # some normalized to nothing: their reasons
+            if any(map(is_blank, texts)):  # some normalized to nothing: their reasons
                 return self._texts_row_by_row(rows)
         return texts, np.arange(len(texts), dtype=np.int64), []
 
