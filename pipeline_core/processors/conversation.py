@@ -53,6 +53,8 @@ class Encoded:
         return first_true(Ragged(self.target.values & (self.weight.values > 0), self.weight.offsets))
 
     def rows(self, start: int, stop: int) -> Encoded:
+        """Rows ``start:stop``, without ``piece_lengths`` (they count pieces of all rows, and a row's
+        piece count is not kept here): read those from the whole batch's ``Encoded``."""
         target = None if self.target is None else self.target.slice_rows(start, stop)
         return Encoded(self.sequence.slice_rows(start, stop), self.weight.slice_rows(start, stop), target)
 

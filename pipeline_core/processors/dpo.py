@@ -19,7 +19,6 @@ from pipeline_core.errors import RowError
 from pipeline_core.processors import fast_pairs
 from pipeline_core.processors.base import ProcessedBatch, Processor, ProcessorFactory, assemble, split_valid
 from pipeline_core.processors.conversation import (
-    Encoded,
     Rendered,
     encode_rendered,
     media_cut_error,
@@ -81,7 +80,7 @@ class DPOProcessor(Processor):
         good, positions, errors = split_valid(rows, self._extract)
         n = len(good)
         encoded = encode_rendered(self.tokenizer, [g[0] for g in good] + [g[1] for g in good])
-        sides = {"chosen": _rows(encoded, 0, n), "rejected": _rows(encoded, n, 2 * n)}
+        sides = {"chosen": encoded.rows(0, n), "rejected": encoded.rows(n, 2 * n)}
         longest = np.maximum(*(e.sequence.lengths for e in sides.values()))
         prompt = np.maximum(*(e.prompt_lengths for e in sides.values()))
         keep, dropped, truncated = over_length(longest, prompt, self.max_length, self.overflow)
@@ -98,10 +97,6 @@ class DPOProcessor(Processor):
         if self.sample_keys:
             samples["media"] = media_ragged(media[:n])
         return assemble(samples, positions, errors, sorted(dropped, key=lambda x: x[0]), keep, truncated)
-
-
-def _rows(encoded: Encoded, start: int, stop: int) -> Encoded:
-    return encoded.rows(start, stop)
 
 
 def _media_cut(media: list[list[dict]], unsure: set[int], n: int, keep) -> list[int]:
