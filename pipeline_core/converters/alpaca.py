@@ -9,7 +9,7 @@ empty), and the assistant turn ``output``. Column names follow LLaMA-Factory's v
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline_core.converters.fields import (
@@ -20,7 +20,7 @@ from pipeline_core.converters.fields import (
     optional_str,
     required_str,
 )
-from pipeline_core.converters.media import attach_media
+from pipeline_core.converters.media import NULL_MEDIA, attach_media
 from pipeline_core.converters.options import override
 from pipeline_core.converters.prelude import with_system
 from pipeline_core.converters.registry import ConverterFactory
@@ -86,6 +86,7 @@ def _response_text(row: Mapping[str, Any], column: str) -> str:
 @dataclass(frozen=True, slots=True)
 class AlpacaConverter:
     columns: AlpacaColumns = AlpacaColumns()
+    null_media: str = field(default=NULL_MEDIA, init=False)  # media.attach_media's rule, keys outputs
 
     def __call__(self, row: Mapping[str, Any]) -> SFTSample:
         row, cols = as_row(row), self.columns

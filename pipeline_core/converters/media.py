@@ -6,7 +6,10 @@ placeholder, at the placeholder's position inside the message; the placeholder l
     "What is this?<image>" + images=["a.jpg"]
         -> [{"type": "text", "value": "What is this?"}, {"type": "image_url", "value": "a.jpg"}]
 
-Rows without the column are left alone, so a literal "<image>" in plain text survives.
+Rows without the column are left alone, so a literal "<image>" in plain text survives. A row
+whose column is null (as ``datasets`` fills the rows of a media dataset that have none) has no
+references: a placeholder in its text is a ``media_mismatch``, as a multimodal template refuses it,
+never trained as the literal text "<image>".
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from typing import Any, Protocol
 from pipeline_core.converters.fields import as_str, json_type
 from pipeline_core.converters.sample import ContentBlock, ContentType, Message, block
 from pipeline_core.errors import RowError
+
+# how a null media column reads (no references: its placeholders are a media_mismatch); in the repr of
+# the converters that attach media, so outputs made before it (placeholders kept as text) get other
+# cache keys
+NULL_MEDIA = "no_references"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +54,21 @@ def attach_media(messages: list[Message], row: Mapping[str, Any], columns: Media
     if not refs:
         return messages
     _check_counts(messages, refs, columns)
+    refs = {placeholder: values for placeholder, values in refs.items() if values}
+    if not refs:
+        return messages
     queues = {placeholder: iter(values) for placeholder, values in refs.items()}
     pattern = re.compile("|".join(re.escape(p) for p in refs))
     return [_split_message(m, pattern, queues) for m in messages]
 
 
 def _row_media(row: Mapping[str, Any], columns: MediaColumns) -> dict[str, list[str]]:
-    """placeholder -> references, for the media columns this row has."""
+    """placeholder -> references, for the media columns this row has (null: none)."""
     found = {}
     for kind in MEDIA_KINDS:
         column = getattr(columns, kind.name)
-        if row.get(column) is not None:
-            found[kind.placeholder] = _references(row[column], column)
+        if column is not None and column in row:
+            found[kind.placeholder] = [] if row[column] is None else _references(row[column], column)
     return found
 
 
@@ -81,10 +92,12 @@ def _check_counts(messages: list[Message], refs: dict[str, list[str]], columns: 
         given = len(refs[kind.placeholder])
         if found != given:
             column = getattr(columns, kind.name)
+            fix = f"put exactly one {kind.placeholder} where each reference belongs"
+            if not given:
+                fix = f"give the row its {column}, or map no {column} column when the text's {kind.placeholder} is literal"
             raise RowError(
                 "media_mismatch",
-                f"{column} has {given} reference(s) but the text has {found} {kind.placeholder} "
-                f"placeholder(s); put exactly one {kind.placeholder} where each reference belongs",
+                f"{column} has {given} reference(s) but the text has {found} {kind.placeholder} placeholder(s); {fix}",
                 column,
             )
 

@@ -12,7 +12,7 @@ A message's ``name`` and a tool message's ``tool_call_id`` are carried as they a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline_core.converters.content_absent import raw_content_absent
@@ -25,7 +25,7 @@ from pipeline_core.converters.fields import (
     required_str,
     required_turns,
 )
-from pipeline_core.converters.media import attach_media
+from pipeline_core.converters.media import NULL_MEDIA, attach_media
 from pipeline_core.converters.message_fields import carries_field, message_fields
 from pipeline_core.converters.options import override
 from pipeline_core.converters.prelude import with_system
@@ -104,6 +104,7 @@ def _url(value: Any, field: str) -> str:
 class OpenAIConverter:
     columns: OpenAIColumns = OpenAIColumns()
     carries: tuple[str, ...] = carries_field()
+    null_media: str = field(default=NULL_MEDIA, init=False)  # media.attach_media's rule, keys outputs
 
     def __call__(self, row: Mapping[str, Any]) -> SFTSample:
         row, cols = as_row(row), self.columns

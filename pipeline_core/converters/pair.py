@@ -28,7 +28,7 @@ from pipeline_core.converters.fields import (
     require,
     required_turns,
 )
-from pipeline_core.converters.media import attach_media
+from pipeline_core.converters.media import NULL_MEDIA, attach_media
 from pipeline_core.converters.message_fields import carries_field
 from pipeline_core.converters.options import override
 from pipeline_core.converters.prelude import LEADING_SYSTEM, with_system
@@ -74,6 +74,7 @@ class PairConverter:
     # instruction + input, never a conversations/messages column; "sharegpt": only the conversation)
     prompt_from: PromptFrom = "either"
     leading_system: str = field(default=LEADING_SYSTEM, init=False)  # prelude.with_system's rule, keys outputs
+    null_media: str = field(default=NULL_MEDIA, init=False)  # media.attach_media's rule, keys outputs
 
     def __call__(self, row: Mapping[str, Any]) -> PairSample:
         row, cols = as_row(row), self.columns

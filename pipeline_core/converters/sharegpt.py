@@ -20,7 +20,7 @@ from pipeline_core.converters.fields import (
     required_str,
     required_turns,
 )
-from pipeline_core.converters.media import attach_media
+from pipeline_core.converters.media import NULL_MEDIA, attach_media
 from pipeline_core.converters.options import override
 from pipeline_core.converters.prelude import LEADING_SYSTEM, with_system
 from pipeline_core.converters.registry import ConverterFactory
@@ -116,6 +116,7 @@ class ShareGPTConverter:
     tags: ShareGPTTags = ShareGPTTags()
     turn_order: bool = False  # check LLaMA-Factory's turn order (check_turn_order): set for its v0 entries
     leading_system: str = field(default=LEADING_SYSTEM, init=False)  # prelude.with_system's rule, keys outputs
+    null_media: str = field(default=NULL_MEDIA, init=False)  # media.attach_media's rule, keys outputs
 
     def __call__(self, row: Mapping[str, Any]) -> SFTSample:
         row, cols = as_row(row), self.columns

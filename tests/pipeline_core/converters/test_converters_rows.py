@@ -103,6 +103,18 @@ def test_placeholder_without_media_column_stays_text():
     assert flat(convert("sharegpt", row)["messages"]) == [("user", "text", "<image>")]
 
 
+def test_a_null_media_column_is_no_references():
+    """datasets fills a media dataset's rows without images with null: their text is kept as is, and
+    a placeholder there names an image the row does not give (a multimodal template refuses it)."""
+    plain = {**_sharegpt(("human", "q"), ("gpt", "a")), "images": None}
+    assert flat(convert("sharegpt", plain)["messages"]) == [("user", "text", "q"), ("assistant", "text", "a")]
+    with pytest.raises(
+        RowError, match=r"images has 0 reference\(s\) but the text has 1 <image> .*give the row"
+    ) as caught:
+        convert("sharegpt", {**_sharegpt(("human", "<image>q"), ("gpt", "a")), "images": None})
+    assert (caught.value.reason, caught.value.field) == ("media_mismatch", "images")
+
+
 # --- openai ---------------------------------------------------------------------------------------
 
 
@@ -256,6 +268,8 @@ BAD_ROWS = [
         "media_mismatch",
         "images",
     ),
+    ("sharegpt", {**_sharegpt(("human", "<image>")), "images": None}, "media_mismatch", "images"),
+    ("sharegpt", {**_sharegpt(("human", "<image>")), "images": []}, "media_mismatch", "images"),
     ("sharegpt", {**_sharegpt(("human", "<image>")), "images": [3]}, "wrong_type", "images[0]"),
     ("sharegpt", {**_sharegpt(("human", "<image>")), "images": {"a": 1}}, "wrong_type", "images"),
     ("alpaca", {"instruction": "q"}, "missing_field", "output"),
