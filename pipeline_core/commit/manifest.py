@@ -120,17 +120,22 @@ class IncompleteFolder(RuntimeError):
 
 def committed_outputs(folder: str, suffix: str, storage_options: dict | None = None) -> list[str] | None:
     """Names of the outputs ending in ``suffix`` that the folder's manifest commits; None without a
-    manifest. A folder whose last run has not committed (killed, or still running) is refused:
-    its set of outputs is not final, and reading part of it would be a silent difference."""
+    manifest. A folder whose last run has not committed is refused (``committed_manifest``)."""
+    manifest = committed_manifest(folder, storage_options)
+    return None if manifest is None else manifest.outputs(suffix)
+
+
+def committed_manifest(folder: str, storage_options: dict | None = None) -> Manifest | None:
+    """The folder's manifest, None without one. A folder whose last run has not committed (killed,
+    or still running) is refused: its set of outputs is not final, and reading part of it would be
+    a silent difference. Read it once per use: two reads can straddle another run's commit."""
     manifest = load_manifest(folder, storage_options)
-    if manifest is None:
-        return None
-    if not manifest.complete:
-        raise IncompleteFolder(
-            f"{folder}: the {manifest.stage} run writing this folder has not finished (it is running, or was "
-            f"interrupted); rerun the {manifest.stage} stage into it, then read it"
-        )
-    return manifest.outputs(suffix)
+    if manifest is None or manifest.complete:
+        return manifest
+    raise IncompleteFolder(
+        f"{folder}: the {manifest.stage} run writing this folder has not finished (it is running, or was "
+        f"interrupted); rerun the {manifest.stage} stage into it, then read it"
+    )
 
 
 def manifest_url(output_dir: str) -> str:

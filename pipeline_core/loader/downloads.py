@@ -14,7 +14,7 @@ import hashlib
 import os
 import uuid
 
-from pipeline_core.commit.manifest import committed_outputs, load_manifest
+from pipeline_core.commit.manifest import Manifest, committed_manifest
 from pipeline_core.commit.stamps import file_infos, stamp_of
 from pipeline_core.storage import records
 from pipeline_core.storage.fs import fetch_files, is_local, url_to_fs
@@ -26,23 +26,24 @@ def local_files(url: str, cache_dir: str | None = None, storage_options: dict | 
     fs, path = url_to_fs(url, storage_options)
     if not fs.exists(path):
         raise FileNotFoundError(f"{url} does not exist")
-    urls = _folder_files(url, storage_options) if fs.isdir(path) else [url]
+    manifest = committed_manifest(url, storage_options) if fs.isdir(path) else None  # read once: see _identities
+    urls = _folder_files(url, manifest, storage_options) if fs.isdir(path) else [url]
     if not urls:
         raise FileNotFoundError(f"no .h5 files in {url}; point H5Dataset at the cache stage's output folder")
     if is_local(fs):
         return [url_to_fs(u)[1] for u in urls]
     folder = os.path.join(_cache_root(cache_dir), hashlib.sha256(url.encode()).hexdigest()[:16])
-    identity = _identities(url if fs.isdir(path) else None, urls, storage_options)
+    identity = _identities(manifest, urls, storage_options)
     return [_download(fs, u, folder, identity[u], storage_options) for u in urls]
 
 
-def _folder_files(url: str, storage_options: dict | None) -> list[str]:
+def _folder_files(url: str, manifest: Manifest | None, storage_options: dict | None) -> list[str]:
     """The ``.h5`` files the folder's manifest commits (never a stray or stale file beside them);
     without a manifest, every ``.h5`` but hidden names (staging files of running writers)."""
     listed = fetch_files(url, ".h5", storage_options)
-    committed = committed_outputs(url, ".h5", storage_options)
-    if committed is None:
+    if manifest is None:
         return [u for u in listed if not u.rsplit("/", 1)[-1].startswith(".")]
+    committed = manifest.outputs(".h5")
     by_name = {u.rsplit("/", 1)[-1]: u for u in listed}
     missing = [n for n in committed if n not in by_name]
     if missing:
@@ -120,11 +121,12 @@ class FileChangedError(RuntimeError):
     """A remote file's bytes are not those its folder named when the read began."""
 
 
-def _identities(folder: str | None, urls: list[str], storage_options: dict | None) -> dict[str, str | None]:
+def _identities(manifest: Manifest | None, urls: list[str], storage_options: dict | None) -> dict[str, str | None]:
     """What names each remote file's content: ``sha256:`` from the folder's manifest when it lists
     the file, else the store's stamp (ETag and size; one listing per folder), else None (a store
-    that gives neither, e.g. some HTTP servers: the file is fetched every time)."""
-    manifest = load_manifest(folder, storage_options) if folder else None
+    that gives neither, e.g. some HTTP servers: the file is fetched every time). The manifest is the
+    one the file names came from: a second read could be another run's, naming the new bytes under
+    the old run's set of files."""
     listed = manifest.entries if manifest else {}
     infos = file_infos([u for u in urls if u.rsplit("/", 1)[-1] not in listed], storage_options)
     found: dict[str, str | None] = {}

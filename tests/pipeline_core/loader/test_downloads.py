@@ -126,3 +126,34 @@ def test_a_dataset_never_reads_a_newer_copy_under_its_old_index(tmp_path, gpt2):
             first[0]  # its copy is gone: loud, never the newer file's sample 0
     finally:
         fsspec.filesystem("memory").rm("/h5pipe-test-live", recursive=True)
+
+
+def test_a_commit_during_the_read_never_mixes_two_runs(tmp_path, gpt2, monkeypatch):
+    """The file names came from one read of the manifest and their sha256 from a second: a run that
+    committed in between had its new bytes taken under the old run's set of files, with no error."""
+    import fsspec
+    import pytest
+
+    from pipeline_core.commit import manifest as manifests
+    from pipeline_core.loader import downloads
+    from pipeline_core.loader.downloads import FileChangedError
+
+    old, new = two_versions(tmp_path, gpt2)
+    real, reads = manifests.load_manifest, []
+
+    def commit_after_first_read(folder, storage_options=None):
+        found = real(folder, storage_options)
+        reads.append(folder)
+        if len(reads) == 1:
+            in_memory_folder("h5pipe-test-race", new)  # another run commits right after this read
+        return found
+
+    monkeypatch.setattr(manifests, "load_manifest", commit_after_first_read)
+    monkeypatch.setattr(downloads, "load_manifest", commit_after_first_read, raising=False)
+    try:
+        in_memory_folder("h5pipe-test-race", old)
+        with pytest.raises(FileChangedError, match="is not the file its folder names"):
+            downloads.local_files("memory://h5pipe-test-race/out", cache_dir=str(tmp_path / "downloads"))
+        assert len(reads) == 1
+    finally:
+        fsspec.filesystem("memory").rm("/h5pipe-test-race", recursive=True)
