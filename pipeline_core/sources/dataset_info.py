@@ -185,26 +185,41 @@ def parse_entry(
             raise ConfigError(f"dataset {name!r}: {key} is not supported: {why}")
     resolver = Resolver(resolver) if isinstance(resolver, str) else resolver
     location, hub = entry_location(name, raw, resolver, env or {})
+    converter = _converter(name, raw, v0_default)
     return DatasetEntry(
         name=name,
         location=location,
         hub=hub,
-        converter=_converter(name, raw, v0_default),
+        converter=converter,
         split=_text(name, raw, "split") or "train",
         subset=_text(name, raw, "subset"),
         size=_size(name, raw.get("size")),
         weight=_weight(name, raw.get("weight")),
         shuffle=_flag(name, raw, "shuffle"),
         streaming=_flag(name, raw, "streaming"),
-        named_columns=_named_columns(raw),
+        named_columns=_named_columns(raw, converter),
     )
 
 
-def _named_columns(raw: Mapping) -> tuple[tuple[str, str], ...]:
+def _named_columns(raw: Mapping, converter: tuple[str, dict[str, Any]] | None) -> tuple[tuple[str, str], ...]:
+    """(role, column) the entry's ``columns`` names and its converter reads: LLaMA-Factory reads (and
+    fails on) only the columns of its formatting, so a named role the formatting never reads (a
+    sharegpt entry's ``history``) is not required of the data."""
     columns = raw.get("columns")
-    if not isinstance(columns, Mapping):
+    if not isinstance(columns, Mapping) or converter is None:
         return ()
-    return tuple((role, column) for role, column in columns.items() if isinstance(column, str))
+    built = ConverterFactory.create(converter[0], **converter[1])
+    return tuple(
+        (role, column) for role, column in columns.items() if isinstance(column, str) and _reads(built, role, column)
+    )
+
+
+def _reads(converter: Any, role: str, column: str) -> bool:
+    """The converter reads ``column`` as ``role`` (a ``text`` converter reads one column, any role)."""
+    return (
+        getattr(getattr(converter, "columns", None), role, None) == column
+        or getattr(converter, "column", None) == column
+    )
 
 
 def _converter(name: str, raw: Mapping, v0_default: bool) -> tuple[str, dict[str, Any]] | None:

@@ -186,3 +186,26 @@ def test_a_mapped_column_the_data_lacks_is_refused_naming_it(llamafactory, tmp_p
     columns_there = {k: v for k, v in columns.items() if v in ("instruction", "output", "input")}
     info.write_text(json.dumps({"demo": {"file_name": "alpaca_en_demo.json", "columns": columns_there}}))
     assert open_source(info).num_rows == rows_of(llamafactory, "alpaca_en_demo")  # the named ones that exist pass
+
+
+@pytest.mark.parametrize(
+    ("entry", "fixture"),
+    [
+        (
+            {"formatting": "sharegpt", "columns": {"messages": "conversations", "history": "hist"}},
+            "glaive_toolcall_en_demo",
+        ),
+        (
+            {"formatting": "sharegpt", "columns": {"messages": "conversations", "prompt": "instruction"}},
+            "glaive_toolcall_en_demo",
+        ),
+        ({"columns": {"prompt": "instruction", "response": "output", "messages": "conversations"}}, "alpaca_en_demo"),
+    ],
+)
+def test_a_named_role_the_formatting_never_reads_is_not_required(llamafactory, tmp_path, entry, fixture):
+    """LLaMA-Factory's sharegpt parser never reads prompt/history, nor alpaca's the conversation: an
+    entry naming them for columns the data lacks loads there, and was refused here."""
+    shutil.copy(llamafactory / f"{fixture}.json", tmp_path / f"{fixture}.json")
+    info = tmp_path / "dataset_info.json"
+    info.write_text(json.dumps({"demo": {"file_name": f"{fixture}.json", **entry}}))
+    assert open_source(info).num_rows == rows_of(llamafactory, fixture)
