@@ -45,7 +45,7 @@ def csv_options(first: str, storage_options: dict | None) -> dict:
     with fsspec.open(
         first, "rt", encoding="utf-8-sig", newline="", compression="infer", **(storage_options or {})
     ) as f:
-        header = next((row for row in csv.reader(f) if row), None)  # pandas skips blank lines first
+        header = next((row for row in csv.reader(f) if not _blank_line(row)), None)
     if not header:  # no rows at all
         return {"na_filter": False}
     if "" in header:
@@ -60,6 +60,11 @@ def csv_options(first: str, storage_options: dict | None) -> dict:
             "(name.1, ...) and read their cells as numbers: give every column its own name"
         )
     return {"na_filter": False, "features": Features({name: Value("string") for name in header})}
+
+
+def _blank_line(row: list[str]) -> bool:
+    """A line pandas skips before the header: empty, or only spaces and tabs (no delimiter)."""
+    return not row or (len(row) == 1 and not row[0].strip(" \t"))
 
 
 def load_repo(path: str, *, subset: str | None, split: str, streaming: bool, storage_options: dict | None):

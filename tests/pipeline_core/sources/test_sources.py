@@ -318,6 +318,17 @@ def test_csv_cells_are_their_text_after_blank_lines_too(tmp_path, streaming):
     assert rows_of(open_source(path, streaming=streaming)) == [{"id": "02134", "note": "NA"}]
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_csv_lines_of_spaces_before_the_header_are_blank_lines(tmp_path, streaming):
+    """pandas skips them as it skips empty lines; the header check took one as the header."""
+    import pandas
+
+    path = tmp_path / "c.csv"
+    path.write_text("\n  \n\t\nid,note\n02134,NA\n", encoding="utf-8")
+    assert list(pandas.read_csv(path, dtype=str, keep_default_na=False).columns) == ["id", "note"]
+    assert rows_of(open_source(path, streaming=streaming)) == [{"id": "02134", "note": "NA"}]
+
+
 def test_a_csv_header_that_repeats_a_name_is_refused_naming_it(tmp_path):
     path = tmp_path / "c.csv"
     path.write_text("id,id,note\n02134,7,NA\n", encoding="utf-8")
