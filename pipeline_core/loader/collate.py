@@ -9,8 +9,8 @@ Unpacked items (one sample each, different lengths) are right-padded to the batc
 is 1 on real tokens. Packed items (rows of ``pack_size``) are stacked as they are, with no
 ``attention_mask``: given one, transformers' models attend across the documents of a pack, and
 without one they find the documents from ``position_ids`` (0 at every document start), which
-stay a [B, pack_size] tensor; ``cu_seqlens`` (one tensor per pack, of its own length) is a list
-of B tensors. Other token keys (DPO's ``chosen``/``rejected``) are padded the same way with
+stay a [B, pack_size] tensor; ``cu_seqlens`` and ``media`` (one tensor per pack, of its own
+length) are lists of B tensors. Other token keys (DPO's ``chosen``/``rejected``) are padded the same way with
 ``{key}_attention_mask``.
 
 flash-attention finds a pack's documents from ``position_ids`` only at batch size 1. With
@@ -30,6 +30,7 @@ import torch
 
 IGNORE_INDEX = -100  # the label torch's and HF's losses skip
 CU_SEQLENS = "cu_seqlens"
+PER_PACK = (CU_SEQLENS, "media")  # packed keys of a length of their own per pack: listed, not stacked
 RENAMED = {"sequence": "input_ids"}
 
 
@@ -49,11 +50,11 @@ class H5Collate:
         return self._unpacked(items)
 
     def _packed(self, items: Sequence[dict]) -> dict:
-        """Stacked rows and the list of cu_seqlens; no attention_mask (see the module doc)."""
-        batch: dict = {CU_SEQLENS: [it[CU_SEQLENS] for it in items]}
+        """Stacked rows and the lists of the per-pack keys; no attention_mask (see the module doc)."""
+        batch: dict = {}
         for key in items[0]:
-            if key != CU_SEQLENS:
-                batch[RENAMED.get(key, key)] = torch.stack([it[key] for it in items])
+            values = [it[key] for it in items]
+            batch[RENAMED.get(key, key)] = values if key in PER_PACK else torch.stack(values)
         if self.flash_attn_kwargs:
             batch |= flash_kwargs(batch["position_ids"])
         return batch

@@ -8,7 +8,7 @@ for sentence-level files one sentence. A packed file written with ``position_ids
 
 Integer keys come back int64 (``LongTensor``, what embeddings and ``F.cross_entropy`` take) whatever
 the stored width (int32, uint16...), except ``cu_seqlens``, which stays int32 as flash-attention's
-varlen kernels take it. ``labels=True`` adds ``labels``: the ids with -100 wherever ``loss_mask`` is
+varlen kernels take it, and ``media``, which stays the uint8 bytes of its UTF-8 JSON. ``labels=True`` adds ``labels``: the ids with -100 wherever ``loss_mask`` is
 False (HF/TRL's convention), computed on read, the files unchanged (and ``{key}_labels`` from
 ``{key}_mask`` for other token keys, e.g. DPO's ``chosen``); in a packed row the label at every
 document start is -100 too, as transformers' ``DataCollatorWithFlattening`` makes it: a causal

@@ -182,6 +182,27 @@ def test_media_bytes_are_padded_with_zeros_and_get_no_attention_mask(tmp_path):
     assert json.loads(bytes(batch["media"][1].tolist()).rstrip(b"\x00")) == refs[1]
 
 
+def test_packed_media_come_as_one_list_per_pack(trained, llamafactory, tmp_path):
+    """A pack's media (the JSON list of its documents' references) differ in length pack to pack:
+    h5_collate stacked them and failed on every batch of a packed file kept with media."""
+    from pipeline_core.converters.dataset_info import converter_from_dataset_info
+
+    entry = json.loads((llamafactory / "dataset_info.json").read_text())["mllm_demo"]
+    rows = load_json_or_jsonl(llamafactory / "mllm_demo.json")
+    source = tmp_path / "train_chunk_0.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    processor = ProcessorFactory.create("sft", trained, converter=converter_from_dataset_info(entry), media="keep")
+    cache_jsonl(source, tmp_path / "out", processor, pack_size=96, pad_value=0)
+    dataset = H5Dataset(tmp_path / "out")
+    stored = [load_h5(u) for u in sorted(map(str, (tmp_path / "out").glob("*.h5")))]
+    packs = [bytes(m.numpy()) for s in stored for m in s["media"]]
+    assert len({len(p) for p in packs}) > 1  # packs of different media lengths, as stacking cannot hold
+    batch = h5_collate([dataset[i] for i in range(len(dataset))])
+    assert isinstance(batch["media"], list) and [bytes(m.tolist()) for m in batch["media"]] == packs
+    assert all(m.dtype == torch.uint8 for m in batch["media"])
+    assert batch["input_ids"].shape == (len(dataset), 96)
+
+
 def test_importing_the_core_does_not_import_torch():
     code = "import sys, pipeline_core; assert 'torch' not in sys.modules; pipeline_core.h5_collate; assert 'torch' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
