@@ -59,6 +59,13 @@ class CacheOptions:
             raise ConfigError(f"bfd_window must be positive, got {self.bfd_window}; 1000 is a good default")
         if self.output_format == "mindspeed" and self.split_sentences:
             raise ConfigError("output_format 'mindspeed' is MindSpeed's instruction layout; sentences go to 'megatron'")
+        if self.packed and self.packing == "bfd" and self.output_format == "both":
+            raise ConfigError(
+                "packing='bfd' drops or cuts the samples longer than pack_size, and they would be missing from "
+                "the Megatron files too (Megatron builds its own samples at load time): use packing='concat', "
+                "which keeps every token, or write the Megatron files in a run of their own "
+                "(output_format='megatron', pack_size=0)"
+            )
         if self.packed and self.output_format == "megatron":
             raise ConfigError(
                 "packing applies to the HDF5 output and Megatron builds its own samples at load time: "

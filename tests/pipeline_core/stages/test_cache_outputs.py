@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pipeline_core import CacheOptions, ConfigError, ProcessorFactory, cache_file, cache_jsonl, load_h5, read_attrs
 from pipeline_core.formats.h5 import open_h5
+from pipeline_core.formats.megatron import IndexedReader
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.packing.concat import DocumentConcatPacker
 from pipeline_core.packing.packs import Packs
@@ -198,12 +199,29 @@ def test_bfd_over_long_sample_under_raise_names_the_line(trained, tmp_path):
         (dict(output_format="parquet"), "output_format='parquet' is unknown"),
         (dict(pack_size=64, output_format="megatron"), "output_format='both'"),
         (dict(pack_size=64, split_sentences=True), "split_sentences=False or pack_size=0"),
+        (dict(pack_size=64, packing="bfd", output_format="both"), "missing from the Megatron files.*concat"),
         (dict(bfd_window=0), "bfd_window must be positive"),
     ],
 )
 def test_impossible_options_say_how_to_fix_them(options, message):
     with pytest.raises(ConfigError, match=message):
         CacheOptions(**options)
+
+
+def test_the_megatron_files_of_a_bfd_run_would_lose_documents(trained, tmp_path):
+    """bfd's fit ran on the batch both outputs are written from: the samples too long for a pack were
+    gone from the unpacked Megatron files too, which preprocess_data.py keeps. Such runs are refused;
+    concat keeps every token in both outputs."""
+    rows = [{"query": "hi", "response": "short"}, {"query": "hi", "response": "word " * 400}]
+    path = write_jsonl(tmp_path / "a.jsonl", rows)
+    processor = ProcessorFactory.create("sft", trained)
+    with pytest.raises(ConfigError, match="packing='concat'"):
+        cache_jsonl(path, tmp_path / "bfd", processor, pack_size=64, pad_value=0, packing="bfd", output_format="both")
+    cache_jsonl(path, tmp_path / "concat", processor, pack_size=64, pad_value=0, output_format="both")
+    idx = tmp_path / "concat" / "a_sequence_document.idx"
+    expected = processor.process_batch(rows).samples["sequence"]
+    reader = IndexedReader(str(idx)[: -len(".idx")])
+    assert [reader[i].tolist() for i in range(len(reader))] == [expected[i].tolist() for i in range(len(rows))]
 
 
 def test_settings_are_recorded_and_unpacked_keys_unchanged(gpt2, llamafactory, tmp_path):
