@@ -32,14 +32,23 @@ def files_fingerprint(files: Sequence[str], storage_options: dict | None = None)
 
 
 def tree_fingerprint(root: str) -> str:
-    """Every file of a local folder with its path relative to the folder (a repository's config names them)."""
-    entries = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    """Every file of a local folder with its path relative to the folder (a repository's config names
+    them). Symlinked folders are followed, as ``datasets`` reads through them (each real folder once)."""
+    entries, seen = [], {os.path.realpath(root)}
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        dirs[:] = [d for d in sorted(dirs) if not d.startswith(".") and _first_visit(os.path.join(folder, d), seen)]
         for name in sorted(n for n in names if not n.startswith(".")):
             path = os.path.join(folder, name)
             entries.append([os.path.relpath(path, root).replace(os.sep, "/"), file_sha256(path)])
     return digest("tree", sorted(entries))
+
+
+def _first_visit(folder: str, seen: set[str]) -> bool:
+    real = os.path.realpath(folder)
+    if real in seen:
+        return False
+    seen.add(real)
+    return True
 
 
 def rows_fingerprint(rows: Iterable[dict]) -> str:

@@ -6,6 +6,7 @@ is read from its data files and its README ``configs`` only.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from pipeline_core.errors import SourceError
@@ -68,10 +69,13 @@ def _blank_line(row: list[str]) -> bool:
 
 
 def load_repo(path: str, *, subset: str | None, split: str, streaming: bool, storage_options: dict | None):
-    """A hub id or a local repository folder, like ``datasets.load_dataset(path, subset, split=...)``."""
+    """A hub id or a local repository folder, like ``datasets.load_dataset(path, subset, split=...)``.
+    A local folder's data is read again on every load: ``datasets`` keyed its Arrow cache of such a
+    folder so that files edited in place kept their old rows."""
     from datasets import load_dataset
 
-    return load_dataset(path, subset, split=split, streaming=streaming, storage_options=_copy(storage_options))
+    fresh = {"download_mode": "force_redownload"} if not streaming and os.path.isdir(path) else {}
+    return load_dataset(path, subset, split=split, streaming=streaming, storage_options=_copy(storage_options), **fresh)
 
 
 def load_saved(path: str, *, split: str, streaming: bool):

@@ -186,6 +186,24 @@ def test_repository_folder_goes_through_load_dataset(tmp_path, streaming):
     assert rows_of(open_source(str(repo), split="test", streaming=streaming)) == ROWS[4:]
 
 
+def test_an_edited_repository_is_read_again_and_keyed_anew(tmp_path):
+    """Its data behind a symlinked folder (os.walk skipped it: the fingerprint never changed), and
+    the data edited in place between two runs (datasets' own Arrow cache served the old rows)."""
+    real = make_repo(tmp_path / "real")
+    repo = tmp_path / "owner_ds"
+    repo.mkdir()
+    (repo / "README.md").write_text((real / "README.md").read_text())
+    (repo / "data").symlink_to(real / "data", target_is_directory=True)
+    first = open_source(repo)
+    assert rows_of(first) == ROWS[:4]
+    before = first.fingerprint
+    edited = [{**ROWS[0], "text": "edited in place"}, *ROWS[1:4]]
+    write_jsonl(real / "data" / "train.jsonl", edited)
+    again = open_source(repo)
+    assert again.fingerprint != before
+    assert rows_of(again) == edited
+
+
 def test_saved_dataset_folder(tmp_path):
     Dataset.from_list(ROWS).save_to_disk(str(tmp_path / "saved"))
     assert locate(tmp_path / "saved").kind == "saved"
