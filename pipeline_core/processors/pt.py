@@ -55,6 +55,11 @@ class PretrainProcessor(Processor):
         self.add_bos, self.add_eos = bool(add_bos), bool(add_eos)
         self._bos = _role_ids(tokenizer, "bos", self.add_bos, "add_bos=True prepends bos to every document")
         self._eos = _role_ids(tokenizer, "eos", self.add_eos, "the pt processor appends eos to every document")
+        marks = self._bos.size + self._eos.size
+        if self.max_length is not None and self.max_length <= marks:
+            raise ConfigError(
+                f"max_length {self.max_length} leaves no token for the text beside bos/eos; raise max_length"
+            )
 
     @property
     def document_marks(self) -> tuple[np.ndarray, np.ndarray]:
@@ -66,16 +71,19 @@ class PretrainProcessor(Processor):
         extra = {"text_keys": self.text_keys} if len(self.text_keys) > 1 else {}
         if (self.add_bos, self.add_eos) != (False, True):
             extra |= {"add_bos": self.add_bos, "add_eos": self.add_eos}
+        if self.overflow == "truncate":  # outputs cut before this rule lost their eos: other keys
+            extra |= {"truncation": "keeps_bos_eos"}
         return {**super().describe(), **extra}
 
     def process_batch(self, rows: list[dict]) -> ProcessedBatch:
         if len(self.text_keys) > 1:
             return self._several_keys(rows)
         texts, positions, errors = self._texts(rows)
-        seq = self._documents(texts)
+        ids = self.tokenizer.encode_ragged(texts)
+        seq = wrap_rows(ids, self._bos, self._eos)
         keep, long_errors, truncated = over_length(seq.lengths, None, self.max_length, self.overflow)
         if truncated:
-            seq = truncate(seq, np.full(len(seq), self.max_length))
+            seq = self._cut(ids)
         errors += [(int(positions[i]), e) for i, e in long_errors]
         errors.sort(key=lambda x: x[0])
         return ProcessedBatch({"sequence": seq.keep(keep)}, positions[keep], errors, truncated)
@@ -95,18 +103,23 @@ class PretrainProcessor(Processor):
         good, positions, errors = split_valid(rows, lambda r: (normalized_text(r, self.text_key, self.normalizer),))
         return [g[0] for g in good], positions, errors
 
-    def _documents(self, texts: list[str]) -> Ragged:
-        ids = self.tokenizer.encode_ragged(texts)
-        return wrap_rows(ids, self._bos, self._eos)
+    def _cut(self, ids: Ragged) -> Ragged:
+        """The documents of ``ids`` in at most ``max_length`` tokens, keeping their bos and eos: the
+        text is cut, as ``tokenizers``' truncation keeps the tokens its post-processor adds. A cut
+        document still ends in eos (Megatron's eod), so in Megatron's stream of documents it never
+        runs into the next one."""
+        text = truncate(ids, np.full(len(ids), self.max_length - self._bos.size - self._eos.size))
+        return wrap_rows(text, self._bos, self._eos)
 
     def _several_keys(self, rows: list[dict]) -> ProcessedBatch:
         fields = lambda r: tuple(normalized_text(r, k, self.normalizer) for k in self.text_keys)  # noqa: E731
         good, positions, errors = split_valid(rows, fields)
-        seqs = {key: self._documents([g[j] for g in good]) for j, key in enumerate(self.text_keys)}
+        ids = {key: self.tokenizer.encode_ragged([g[j] for g in good]) for j, key in enumerate(self.text_keys)}
+        seqs = {key: wrap_rows(i, self._bos, self._eos) for key, i in ids.items()}
         longest = np.maximum.reduce([s.lengths for s in seqs.values()]) if good else np.zeros(0, dtype=np.int64)
         keep, long_errors, truncated = over_length(longest, None, self.max_length, self.overflow)
         if truncated:
-            seqs = {k: truncate(s, np.full(len(s), self.max_length)) for k, s in seqs.items()}
+            seqs = {k: self._cut(i) for k, i in ids.items()}
         errors += [(int(positions[i]), e) for i, e in long_errors]
         errors.sort(key=lambda x: x[0])
         return ProcessedBatch({k: s.keep(keep) for k, s in seqs.items()}, positions[keep], errors, truncated)

@@ -14,8 +14,8 @@ document: bos opens only its first sentence, eos closes only its last.
     samples["sequence"]          the document's tokens (all its sentences back to back)
     samples["sentence_lengths"]  its sentences' token counts (int64), summing to the document length
 
-``max_length`` applies to whole documents; ``overflow='truncate'`` keeps the first
-``max_length`` tokens and the sentences they reach.
+``max_length`` applies to whole documents; ``overflow='truncate'`` cuts them as pt does: the
+first tokens and the sentences they reach, the document still ending in eos.
 """
 
 from __future__ import annotations
@@ -116,8 +116,7 @@ class SentenceProcessor:
         documents, per_doc = self._encode([g[0] for g in good])
         keep, long_errors, truncated = over_length(documents.lengths, None, pt.max_length, pt.overflow)
         if pt.max_length is not None:
-            documents = truncate(documents, np.full(len(documents), pt.max_length))
-            per_doc = _clip(per_doc, pt.max_length)
+            documents, per_doc = _cut(documents, per_doc, pt.max_length, self._eos)
         errors += [(int(positions[i]), e) for i, e in long_errors]
         kept = np.flatnonzero(keep)
         samples = {"sequence": documents.select(kept), SENTENCE_LENGTHS: per_doc.select(kept)}
@@ -150,11 +149,27 @@ def _sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return ends[bounds[1:]] - ends[bounds[:-1]]
 
 
-def _clip(per_doc: Ragged, limit: int) -> Ragged:
-    """Sentence lengths after cutting every document at ``limit`` tokens; emptied sentences removed."""
+def _cut(documents: Ragged, per_doc: Ragged, limit: int, eos: np.ndarray) -> tuple[Ragged, Ragged]:
+    """The documents longer than ``limit`` cut as pt cuts them: to ``limit`` tokens still ending in
+    ``eos`` (pt's max_length leaves room for the text), their sentence lengths clipped to match."""
+    over = documents.lengths > limit
+    limits = np.where(over, limit - eos.size, documents.lengths)
+    documents, per_doc = truncate(documents, limits), _clip(per_doc, limits)
+    if not eos.size or not over.any():
+        return documents, per_doc
+    cut = np.flatnonzero(over)
+    documents = concat_ragged([documents, _marks(documents, cut, eos)])
+    lengths = per_doc.values.copy()
+    lengths[per_doc.offsets[cut + 1] - 1] += eos.size  # eos ends the last sentence kept
+    return documents, Ragged(lengths, per_doc.offsets)
+
+
+def _clip(per_doc: Ragged, limits: np.ndarray) -> Ragged:
+    """Sentence lengths after cutting document ``d`` at ``limits[d]`` tokens; emptied sentences removed."""
     rank = gather_index(np.zeros(len(per_doc), dtype=np.int64), per_doc.lengths)  # sentence index in its document
     document = np.repeat(np.arange(len(per_doc)), per_doc.lengths)
-    ends = np.minimum(np.cumsum(per_doc.values) - np.repeat(_before(per_doc), per_doc.lengths), limit)
+    ends = np.cumsum(per_doc.values) - np.repeat(_before(per_doc), per_doc.lengths)
+    ends = np.minimum(ends, np.repeat(limits, per_doc.lengths))
     starts = np.where(rank > 0, np.concatenate([[0], ends[:-1]]), 0)
     lengths = ends - starts
     kept = lengths > 0

@@ -37,6 +37,30 @@ def test_pt_on_c4_equals_raw_tokenizers_plus_eos(gpt2, gpt2_path, llamafactory):
     assert single["sequence"].tolist() == raw.encode(rows[0]["text"]).ids + [50256]
 
 
+@pytest.mark.parametrize("add_bos", [False, True])
+def test_pt_truncation_keeps_bos_and_eos_as_tokenizers_truncation_does(gpt2_path, llamafactory, add_bos):
+    """A cut document lost its eos: in Megatron's stream of documents it ran into the next one with
+    no eod between. tokenizers' own truncation cuts the text and keeps the tokens its post-processor
+    adds; the expectation is computed by it."""
+    from tokenizers.processors import TemplateProcessing
+
+    from pipeline_core import AutoTokenizer
+
+    tok = AutoTokenizer.from_file(gpt2_path, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    raw = Tokenizer.from_file(str(gpt2_path))
+    single = ("<|endoftext|> " if add_bos else "") + "$A <|endoftext|>"
+    raw.post_processor = TemplateProcessing(single=single, special_tokens=[("<|endoftext|>", 50256)])
+    rows = load_json_or_jsonl(llamafactory / "c4_demo.jsonl")[:40] + [{"text": "Hi"}]
+    whole = [len(raw.encode(r["text"]).ids) for r in rows]
+    for max_length in (3, 6, 64):
+        raw.enable_truncation(max_length=max_length)
+        processor = ProcessorFactory.create("pt", tok, max_length=max_length, overflow="truncate", add_bos=add_bos)
+        batch = processor.process_batch(rows)
+        assert batch.n_samples == len(rows) and batch.truncated == sum(n > max_length for n in whole) > 0
+        assert [s.tolist() for s in batch.samples["sequence"]] == [raw.encode(r["text"]).ids for r in rows]
+    assert processor.describe()["truncation"] == "keeps_bos_eos"  # outputs cut the old way get other keys
+
+
 def test_pt_needs_eos(gpt2_path):
     from pipeline_core import AutoTokenizer
 
