@@ -9,7 +9,8 @@ for sentence-level files one sentence. A packed file written with ``position_ids
 Integer keys come back int64 (``LongTensor``, what embeddings and ``F.cross_entropy`` take) whatever
 the stored width (int32, uint16...), except ``cu_seqlens``, which stays int32 as flash-attention's
 varlen kernels take it, and ``media``, which stays the uint8 bytes of its UTF-8 JSON. ``labels=True`` adds ``labels``: the ids with -100 wherever ``loss_mask`` is
-False (HF/TRL's convention), computed on read, the files unchanged (and ``{key}_labels`` from
+False (HF/TRL's convention; a pt file, which has no mask, trains every token but a pack's pads),
+computed on read, the files unchanged (and ``{key}_labels`` from
 ``{key}_mask`` for other token keys, e.g. DPO's ``chosen``); in a packed row the label at every
 document start is -100 too, as transformers' ``DataCollatorWithFlattening`` makes it: a causal
 loss would predict it from the previous document's last token, across documents. Batch items with ``h5_collate``
@@ -70,8 +71,8 @@ class H5Dataset(Dataset):
         indexes = [FileIndex.read(path, keys) for path in self.paths]
         first = _check_same_keys(indexes, self.paths)
         self.keys, self.ragged = list(first.keys), first.ragged
-        self.label_keys = _label_keys(self.keys, self.paths[0]) if labels else ()
         self.attrs = [index.attrs for index in indexes]
+        self.label_keys = _label_keys(self.keys, self.paths[0], self.attrs[0]) if labels else ()
         self._ends = np.cumsum([index.length for index in indexes])
         self._handles: dict[int, h5py.File] = {}
         self._pid = os.getpid()
@@ -88,7 +89,7 @@ class H5Dataset(Dataset):
             handle = self._handle(f)
             item = {k: _widened(k, torch.from_numpy(_read(handle, k, local, k in self.ragged))) for k in self.keys}
         for ids, mask, name in self.label_keys:
-            item[name] = torch.where(item[mask], item[ids], IGNORE_INDEX)
+            item[name] = torch.where(item[mask] if mask else _real_tokens(item, ids), item[ids], IGNORE_INDEX)
             if CU_SEQLENS in item:
                 item[name][document_starts(item[CU_SEQLENS])] = IGNORE_INDEX
         return item
@@ -132,16 +133,28 @@ def _widened(key: str, value: torch.Tensor) -> torch.Tensor:
     return value.to(torch.int64)
 
 
-def _label_keys(keys: list[str], path: str) -> tuple[tuple[str, str, str], ...]:
-    """(ids key, mask key, label key) for every id key with its mask; an error when there is none."""
-    pairs = [p for p in LABEL_SOURCES if p[0] in keys and p[1] in keys]
+def _label_keys(keys: list[str], path: str, attrs: dict) -> tuple[tuple[str, str | None, str], ...]:
+    """(ids key, mask key, label key) for every id key with its mask, or for a pt file's ``sequence``
+    (written unmasked: every token but a pack's pads trains; an sft file read without its mask is
+    refused, never trained whole); an error when there is none."""
+    pairs: list[tuple[str, str | None, str]] = [p for p in LABEL_SOURCES if p[0] in keys and p[1] in keys]
     pairs += [(k, f"{k}_mask", f"{k}_labels") for k in keys if f"{k}_mask" in keys]
+    if not pairs and "sequence" in keys and attrs.get("processor") == "pt":
+        pairs = [("sequence", None, "labels")]
     if not pairs:
         raise KeyError(
-            f"labels=True needs a token key with its mask (sequence + loss_mask, or chosen + chosen_mask); "
-            f"{path} has {keys}"
+            f"labels=True needs a token key with its mask (sequence + loss_mask, or chosen + chosen_mask), or a "
+            f"pt file's sequence; {path} has {keys}"
         )
     return tuple(pairs)
+
+
+def _real_tokens(item: dict[str, torch.Tensor], ids: str) -> torch.Tensor:
+    """Every token of an unpacked item; a pack's tokens before its pads (``cu_seqlens[-1]``)."""
+    real = torch.ones(item[ids].shape, dtype=torch.bool)
+    if CU_SEQLENS in item:
+        real[int(item[CU_SEQLENS][-1]) :] = False
+    return real
 
 
 @dataclass(frozen=True, slots=True)

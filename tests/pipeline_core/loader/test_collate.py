@@ -128,6 +128,31 @@ def test_packed_rows_keep_their_boundaries_whatever_keys_names(sft, keys):
         assert batch["cu_seqlens"][row].tolist() == cu
 
 
+@pytest.mark.parametrize("packing", ["none", "concat", "bfd"])
+def test_pt_files_get_labels_that_never_train_a_pad(gpt2, llamafactory, tmp_path, packing):
+    """labels=True refused pt files (no loss_mask), leaving users to copy input_ids as labels and
+    train the pads of every pack. Every real token trains; pads and document starts are -100, as
+    DataCollatorWithFlattening makes them from the documents."""
+    rows = load_json_or_jsonl(llamafactory / "c4_demo.jsonl")[:30]
+    source = tmp_path / "train_chunk_0.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    processor = ProcessorFactory.create("pt", gpt2)
+    packed = {} if packing == "none" else {"pack_size": 512, "pad_value": 0, "packing": packing}
+    [out] = cache_jsonl(source, tmp_path / "out", processor, **packed)
+    stored = load_h5(out)
+    dataset = H5Dataset(tmp_path / "out", labels=True)
+    for i in range(len(dataset)):
+        item = dataset[i]
+        ids = torch.as_tensor(stored["sequence"][i]).long()
+        if packing == "none":
+            assert torch.equal(item["labels"], ids)
+            continue
+        cu = torch.as_tensor(stored["cu_seqlens"][i])
+        real = torch.arange(len(ids)) < int(cu[-1])
+        assert torch.equal(item["labels"], flattened_labels(ids, real, cu))
+        assert (item["labels"][int(cu[-1]) :] == -100).all()
+
+
 def test_narrow_stored_ids_come_back_int64(tmp_path):
     writer = H5Writer(str(tmp_path / "chunk_0.h5"))
     writer.append_ragged("sequence", Ragged.from_lists([[65535, 2, 3], [7]], dtype=np.uint16))
