@@ -24,6 +24,8 @@ from tasks.keys import cache_chunk_key
 from tasks.models import CacheJob, ChunkDigest, ChunkResult
 from tasks.retry import chunk_retries
 
+CHUNK_LINES = 10  # a task caching more chunks logs their lines together (ChunkLog)
+
 
 @task(
     name="cache-chunk",
@@ -79,35 +81,63 @@ def cache_many(
     todo = [c for k, c in enumerate(chunks) if k not in resumed]
     inputs = [_cache_input(c, storage_options) for c in todo]
     fresh = cache_files(inputs, *_stage(job), storage_options) if todo else _nothing()
-    with closing(fresh), ThreadPoolExecutor(1, thread_name_prefix="h5pipe-output-hash") as hasher:
+    log = ChunkLog(len(todo))
+    with closing(fresh), ThreadPoolExecutor(1, thread_name_prefix="h5pipe-output-hash") as hasher, log:
         hashed: deque[Future] = deque()  # at most one output hashed behind the stream
         for k in range(len(chunks)):
             if k in resumed:
-                yield from _logged(hashed)
+                yield from _logged(hashed, log)
                 yield resumed[k]
                 continue
             try:
                 stats = next(fresh)
             except Exception:
-                yield from _logged(hashed)  # a finished chunk is still a result, for a retry to skip
+                yield from _logged(hashed, log)  # a finished chunk is still a result, for a retry to skip
                 raise
-            yield from _logged(hashed)
+            yield from _logged(hashed, log)
             hashed.append(hasher.submit(_result, stats, storage_options))
-        yield from _logged(hashed)
+        yield from _logged(hashed, log)
 
 
-def _logged(hashed: deque[Future]) -> Iterator[ChunkResult]:
-    """The results waiting in ``hashed``, each logged in the task's thread (its run logger)."""
+def _logged(hashed: deque[Future], log: ChunkLog) -> Iterator[ChunkResult]:
+    """The results waiting in ``hashed``, each handed to ``log`` in the task's thread (its run logger)."""
     while hashed:
         result = hashed.popleft().result()
-        get_run_logger().info(
-            "%s: %d samples, %d skipped, %.1fs",
-            result.output_url,
-            result.samples_written,
-            result.rows_skipped,
-            result.seconds,
-        )
+        log.add(result)
         yield result
+
+
+class ChunkLog:
+    """The log lines of a task's cached chunks: one per chunk when the task has at most
+    ``CHUNK_LINES`` to cache; beyond that, one per chunk that skipped rows and, when the task
+    ends, one for all the others. A line costs ~3 ms through Prefect's console and API handlers:
+    1,000 chunks of 4 KB spent 3 of their flow's 18 s logging one each. Every chunk's figures are
+    in the manifest and the run's summary either way."""
+
+    def __init__(self, to_cache: int) -> None:
+        self.each = to_cache <= CHUNK_LINES
+        self.quiet: list[ChunkResult] = []
+
+    def add(self, result: ChunkResult) -> None:
+        if self.each or result.rows_skipped:
+            _log_line(result.output_url, 1, result.samples_written, result.rows_skipped, result.seconds)
+        else:
+            self.quiet.append(result)
+
+    def __enter__(self) -> ChunkLog:
+        return self
+
+    def __exit__(self, *_) -> None:
+        if self.quiet:  # also when a later chunk failed: these are done
+            first, last = self.quiet[0].output_url, self.quiet[-1].output_url
+            samples = sum(r.samples_written for r in self.quiet)
+            _log_line(f"{first} .. {last}", len(self.quiet), samples, 0, sum(r.seconds for r in self.quiet))
+            self.quiet = []
+
+
+def _log_line(outputs: str, count: int, samples: int, skipped: int, seconds: float) -> None:
+    chunks = f" ({count} chunks)" if count > 1 else ""
+    get_run_logger().info("%s%s: %d samples, %d skipped, %.1fs", outputs, chunks, samples, skipped, seconds)
 
 
 def _nothing() -> Iterator:

@@ -235,13 +235,29 @@ class JsonlReader:
 
 class _HashBehind:
     """A hasher's ``update`` run in a thread of its own, in order: the sha256 of a file (~1.2 GB/s
-    here) no longer holds up the thread that splits and parses its lines."""
+    here) no longer holds up the thread that splits and parses its lines. The first block is
+    hashed in the caller's thread and the thread starts with the second: a file of one block (many
+    small chunks) would pay a thread's start and its hand-offs for microseconds of hashing."""
 
     def __init__(self, hasher) -> None:
-        self._hasher, self._updates = hasher, WriteBehind(HASH_BLOCKS_AHEAD, name="h5pipe-hash")
+        self._hasher, self._first, self._updates = hasher, True, None
 
     def update(self, block: bytes) -> None:
+        if self._first:
+            self._hasher.update(block)  # done before any later block is handed to the thread
+            self._first = False
+            return
+        if self._updates is None:
+            self._updates = WriteBehind(HASH_BLOCKS_AHEAD, name="h5pipe-hash")
         self._updates.submit(self._hasher.update, block)
+
+    def wait(self) -> None:
+        if self._updates is not None:
+            self._updates.wait()
+
+    def shutdown(self) -> None:
+        if self._updates is not None:
+            self._updates.shutdown()
 
 
 @contextmanager
@@ -253,9 +269,9 @@ def _hash_behind(hasher) -> Iterator[_HashBehind | None]:
     behind = _HashBehind(hasher)
     try:
         yield behind
-        behind._updates.wait()
+        behind.wait()
     finally:
-        behind._updates.shutdown()
+        behind.shutdown()
 
 
 def check_batch_bounds(batch_size: int, batch_bytes: int | None) -> None:

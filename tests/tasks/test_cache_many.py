@@ -4,6 +4,7 @@ come in order, and those finished before a later chunk fails are still handed ov
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 
 import h5py
@@ -77,3 +78,65 @@ def test_chunks_finished_before_a_failing_one_are_still_results(chunks, gpt2_pat
         written = Path(result.output_url).read_bytes()
         assert result.sha256 == hashlib.sha256(written).hexdigest()
     assert not (chunks[0].parent.parent / "out" / "train_chunk_2.h5").exists()  # no partial output stands
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture()
+def run_log():
+    """The lines logged through the run loggers (a flow's, a task's) while the test runs."""
+    handler, loggers = Lines(), [logging.getLogger("prefect.flow_runs"), logging.getLogger("prefect.task_runs")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    yield handler.lines
+    for logger in loggers:
+        logger.removeHandler(handler)
+
+
+def chunk_lines(lines: list[str]) -> list[str]:
+    return [line for line in lines if "samples," in line]
+
+
+def test_few_chunks_log_a_line_each(chunks, gpt2_path, run_log):
+    taken, error = run_many(job_for(chunks[0].parent, gpt2_path), [digest_of(p) for p in chunks])
+    assert error is None
+    assert chunk_lines(run_log) == [
+        f"{r.output_url}: {r.samples_written} samples, 0 skipped, {r.seconds:.1f}s" for r in taken
+    ]
+
+
+def test_many_chunks_log_one_line_for_all_but_those_that_skipped_rows(chunks, gpt2_path, run_log, monkeypatch):
+    import tasks.cache
+
+    monkeypatch.setattr(tasks.cache, "CHUNK_LINES", 3)  # the 4 chunks are "many"
+    chunks[1].write_bytes(rows(1, 2) + b'{"text": 7}\n' + rows(1, 2))  # line 3: not a string, skipped
+    taken, error = run_many(job_for(chunks[0].parent, gpt2_path), [digest_of(p) for p in chunks])
+    assert error is None and [r.rows_skipped for r in taken] == [0, 1, 0, 0]
+    quiet = [taken[0], taken[2], taken[3]]
+    assert chunk_lines(run_log) == [
+        f"{taken[1].output_url}: {taken[1].samples_written} samples, 1 skipped, {taken[1].seconds:.1f}s",
+        f"{taken[0].output_url} .. {taken[3].output_url} (3 chunks): {sum(r.samples_written for r in quiet)} samples, "
+        f"0 skipped, {sum(r.seconds for r in quiet):.1f}s",
+    ]
+
+
+def test_a_failing_chunk_still_logs_the_quiet_ones_done_before_it(chunks, gpt2_path, run_log, monkeypatch):
+    import tasks.cache
+
+    monkeypatch.setattr(tasks.cache, "CHUNK_LINES", 1)
+    found = [digest_of(p) for p in chunks]
+    found[2] = digest_of(chunks[2], sha256="0" * 64)  # refused after chunks 0 and 1
+    taken, error = run_many(job_for(chunks[0].parent, gpt2_path), found)
+    assert error is not None and len(taken) == 2
+    assert chunk_lines(run_log) == [
+        f"{taken[0].output_url} .. {taken[1].output_url} (2 chunks): "
+        f"{taken[0].samples_written + taken[1].samples_written} samples, 0 skipped, "
+        f"{taken[0].seconds + taken[1].seconds:.1f}s"
+    ]

@@ -164,3 +164,25 @@ def test_the_sha256_taken_in_its_own_thread_is_the_files_and_no_thread_outlives_
     for _ in JsonlReader(str(path), batch_size=100):
         break  # leaving early stops the hashing thread too
     assert not hash_threads()
+
+
+def test_a_file_of_one_block_is_hashed_without_a_thread_and_a_longer_one_with_it(tmp_path, monkeypatch):
+    import hashlib
+
+    import pipeline_core.formats.jsonl as jsonl_module
+
+    started = []
+    real = jsonl_module.WriteBehind
+    monkeypatch.setattr(jsonl_module, "WriteBehind", lambda *a, **k: started.append(1) or real(*a, **k))
+    small = write_lines(tmp_path, [json.dumps({"text": f"row {i}"}).encode() for i in range(50)])
+    reader = JsonlReader(str(small), batch_size=10)
+    assert sum(len(b) for b in reader) == 50
+    assert reader.sha256 == hashlib.sha256(small.read_bytes()).hexdigest()
+    assert started == []  # one block: hashed in the reading thread
+    big_dir = tmp_path / "big"
+    big_dir.mkdir()
+    big = write_lines(big_dir, [json.dumps({"text": "y" * 3000 + str(i)}).encode() for i in range(1000)])  # ~3 MB
+    reader = JsonlReader(str(big), batch_size=100)
+    assert sum(len(b) for b in reader) == 1000
+    assert reader.sha256 == hashlib.sha256(big.read_bytes()).hexdigest()  # first block inline, the rest behind
+    assert started == [1]
