@@ -15,7 +15,7 @@ from prefect.logging import get_run_logger
 from pipeline_core.commit.stamps import stamp_now
 from pipeline_core.commit.standing import still_stands
 from pipeline_core.processors.build import ProcessorSpec, TokenizerSpec, build_processor, load_tokenizer
-from pipeline_core.stages.cache import CacheOptions, cache_files
+from pipeline_core.stages.cache import CacheOptions, cache_files, suits_one_thread
 from pipeline_core.stages.input_stream import CacheInput
 from pipeline_core.stages.outputs import standing_output
 from pipeline_core.storage.hashing import file_digest
@@ -80,7 +80,8 @@ def cache_many(
         get_run_logger().info("%s: resumed from the manifest, not recomputed", result.output_url)
     todo = [c for k, c in enumerate(chunks) if k not in resumed]
     inputs = [_cache_input(c, storage_options) for c in todo]
-    fresh = cache_files(inputs, *_stage(job), storage_options) if todo else _nothing()
+    one_thread = suits_one_thread([c.size for c in todo])  # many inputs of a few KB
+    fresh = cache_files(inputs, *_stage(job), storage_options, one_thread) if todo else _nothing()
     log = ChunkLog(len(todo))
     with closing(fresh), ThreadPoolExecutor(1, thread_name_prefix="h5pipe-output-hash") as hasher, log:
         hashed: deque[Future] = deque()  # at most one output hashed behind the stream

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pipeline_core import BadRowError, ProcessorFactory, load_h5
-from pipeline_core.stages.cache import CacheOptions, cache_file, cache_files
+from pipeline_core.stages.cache import CacheOptions, cache_file, cache_files, suits_one_thread
 from pipeline_core.stages.input_stream import CacheInput
 
 STAGE_THREADS = ("h5pipe-read-ahead", "h5pipe-encode", "h5pipe-hash", "h5pipe-h5-write")
@@ -47,10 +47,14 @@ def same_file(a: str, b: str) -> None:
         assert {k: str(v) for k, v in x.attrs.items()} == {k: str(v) for k, v in y.attrs.items()}
 
 
+@pytest.mark.parametrize("in_one_thread", [False, True])
 @pytest.mark.parametrize("options", [{}, {"pack_size": 64, "pad_value": 0}, {"batch_size": 7, "batch_bytes": 500}])
-def test_a_stream_of_inputs_writes_what_one_input_at_a_time_writes(chunks, gpt2, tmp_path, options):
+def test_a_stream_of_inputs_writes_what_one_input_at_a_time_writes(chunks, gpt2, tmp_path, options, in_one_thread):
     processor = ProcessorFactory.create("pt", gpt2)
-    streamed = list(cache_files(map(CacheInput, chunks), str(tmp_path / "stream"), processor, CacheOptions(**options)))
+    stream = cache_files(
+        map(CacheInput, chunks), str(tmp_path / "stream"), processor, CacheOptions(**options), None, in_one_thread
+    )
+    streamed = list(stream)
     one_by_one = [cache_file(c, str(tmp_path / "one"), processor, CacheOptions(**options)) for c in chunks]
     assert [s.input_url for s in streamed] == chunks
     for s, o, chunk in zip(streamed, one_by_one, chunks, strict=True):
@@ -65,14 +69,18 @@ def test_a_stream_of_inputs_writes_what_one_input_at_a_time_writes(chunks, gpt2,
     assert not stage_threads()
 
 
-def test_a_failing_input_leaves_nothing_and_the_ones_before_it_stand(chunks, gpt2, tmp_path):
+@pytest.mark.parametrize("in_one_thread", [False, True])
+def test_a_failing_input_leaves_nothing_and_the_ones_before_it_stand(chunks, gpt2, tmp_path, in_one_thread):
     with open(chunks[2], "a", encoding="utf-8") as f:
         f.write("{not json\n")
     out = tmp_path / "out"
     processor = ProcessorFactory.create("pt", gpt2)
     seen = []
+    stream = cache_files(
+        map(CacheInput, chunks), str(out), processor, CacheOptions(on_error="raise"), None, in_one_thread
+    )
     with pytest.raises(BadRowError, match=r"train_chunk_2\.jsonl:61: .*invalid_json"):
-        for stats in cache_files(map(CacheInput, chunks), str(out), processor, CacheOptions(on_error="raise")):
+        for stats in stream:
             seen.append(stats.output_url.rsplit("/", 1)[-1])
     assert seen == ["train_chunk_0.h5", "train_chunk_1.h5"]
     assert sorted(p.name for p in out.iterdir()) == ["train_chunk_0.h5", "train_chunk_1.h5"]  # no temp, no chunk 3
@@ -106,3 +114,23 @@ def test_a_refused_input_is_discarded_and_leaving_early_discards_the_one_in_prog
     stream.close()  # chunk 1 was begun by the threads ahead: nothing of it is left
     assert sorted(p.name for p in (tmp_path / "early").iterdir()) == ["train_chunk_0.h5"]
     assert not stage_threads()
+
+
+def test_in_one_thread_the_stream_starts_no_thread_and_writes_the_same_bytes(chunks, gpt2, tmp_path):
+    processor = ProcessorFactory.create("pt", gpt2)
+    options = CacheOptions(pack_size=64, pad_value=0)
+    during = []
+    for _ in cache_files(map(CacheInput, chunks), str(tmp_path / "one"), processor, options, None, True):
+        during += stage_threads()
+    threaded = list(cache_files(map(CacheInput, chunks), str(tmp_path / "threads"), processor, options))
+    assert during == []
+    for chunk, other in zip(sorted((tmp_path / "one").iterdir()), [s.output_url for s in threaded], strict=True):
+        assert chunk.read_bytes() == Path(other).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("sizes", "suits"),
+    [([], False), ([4096] * 1000, True), ([65535, 1], True), ([65536], False), ([1 << 20, 100, 100], False)],
+)
+def test_inputs_averaging_under_64_kib_suit_one_thread(sizes, suits):
+    assert suits_one_thread(sizes) is suits
