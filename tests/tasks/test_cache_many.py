@@ -140,3 +140,39 @@ def test_a_failing_chunk_still_logs_the_quiet_ones_done_before_it(chunks, gpt2_p
         f"{taken[0].samples_written + taken[1].samples_written} samples, 0 skipped, "
         f"{taken[0].seconds + taken[1].seconds:.1f}s"
     ]
+
+
+def test_tasks_of_tiny_chunks_take_turns_in_one_process(tmp_path, gpt2_path, monkeypatch):
+    import threading
+    import time
+
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    import tasks.cache
+    from tasks.cache import cache_chunk_batch
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for k in range(4):
+        (folder / f"train_chunk_{k}.jsonl").write_bytes(rows(k, 3))  # ~100 bytes: tiny
+    spans, real = [], tasks.cache.cache_many
+
+    def timed(*args):
+        started = time.monotonic()
+        yield from real(*args)
+        time.sleep(0.5)  # long enough for the other task to start meanwhile, were it let in
+        spans.append((started, time.monotonic(), threading.current_thread().name))
+
+    monkeypatch.setattr(tasks.cache, "cache_many", timed)
+    urls = [str(folder / f"train_chunk_{k}.jsonl") for k in range(4)]
+
+    @flow(task_runner=ThreadPoolTaskRunner(max_workers=2))
+    def two_batches(job):
+        futures = [cache_chunk_batch.submit(job, part, None, [None, None]) for part in (urls[:2], urls[2:])]
+        return [f.result() for f in futures]
+
+    results = two_batches(job_for(folder, gpt2_path))
+    assert [len(r) for r in results] == [2, 2]
+    (a_start, a_end, a_thread), (b_start, b_end, b_thread) = sorted(spans)
+    assert a_thread != b_thread  # the runner ran them in two threads...
+    assert b_start >= a_end  # ...one after the other
