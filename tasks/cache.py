@@ -128,7 +128,7 @@ class ChunkLog:
 
     def add(self, result: ChunkResult) -> None:
         if self.each or result.rows_skipped:
-            _log_line(result.output_url, 1, result.samples_written, result.rows_skipped, result.seconds)
+            _log_line(result.output_url, result.samples_written, result.rows_skipped, result.seconds)
         else:
             self.quiet.append(result)
 
@@ -136,16 +136,17 @@ class ChunkLog:
         return self
 
     def __exit__(self, *_) -> None:
-        if self.quiet:  # also when a later chunk failed: these are done
-            first, last = self.quiet[0].output_url, self.quiet[-1].output_url
-            samples = sum(r.samples_written for r in self.quiet)
-            _log_line(f"{first} .. {last}", len(self.quiet), samples, 0, sum(r.seconds for r in self.quiet))
-            self.quiet = []
+        quiet, self.quiet = self.quiet, []  # logged also when a later chunk failed: these are done
+        if len(quiet) == 1:
+            self.each = True
+            self.add(quiet[0])
+        elif quiet:
+            outputs = f"{quiet[0].output_url} .. {quiet[-1].output_url} ({len(quiet)} chunks)"
+            _log_line(outputs, sum(r.samples_written for r in quiet), 0, sum(r.seconds for r in quiet))
 
 
-def _log_line(outputs: str, count: int, samples: int, skipped: int, seconds: float) -> None:
-    chunks = f" ({count} chunks)" if count > 1 else ""
-    get_run_logger().info("%s%s: %d samples, %d skipped, %.1fs", outputs, chunks, samples, skipped, seconds)
+def _log_line(outputs: str, samples: int, skipped: int, seconds: float) -> None:
+    get_run_logger().info("%s: %d samples, %d skipped, %.1fs", outputs, samples, skipped, seconds)
 
 
 def _nothing() -> Iterator:

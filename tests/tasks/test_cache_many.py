@@ -176,3 +176,18 @@ def test_tasks_of_tiny_chunks_take_turns_in_one_process(tmp_path, gpt2_path, mon
     (a_start, a_end, a_thread), (b_start, b_end, b_thread) = sorted(spans)
     assert a_thread != b_thread  # the runner ran them in two threads...
     assert b_start >= a_end  # ...one after the other
+
+
+def test_a_lone_quiet_chunk_among_many_gets_its_own_line(chunks, gpt2_path, run_log, monkeypatch):
+    import tasks.cache
+
+    monkeypatch.setattr(tasks.cache, "CHUNK_LINES", 1)
+    for k in (0, 1, 3):  # every chunk but the third skips a row
+        chunks[k].write_bytes(rows(k, 2) + b'{"text": 7}\n')
+    taken, error = run_many(job_for(chunks[0].parent, gpt2_path), [digest_of(p) for p in chunks])
+    assert error is None and [r.rows_skipped for r in taken] == [1, 1, 0, 1]
+    lone = taken[2]
+    assert (
+        chunk_lines(run_log)[-1] == f"{lone.output_url}: {lone.samples_written} samples, 0 skipped, {lone.seconds:.1f}s"
+    )
+    assert len(chunk_lines(run_log)) == 4
