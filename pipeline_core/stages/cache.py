@@ -52,7 +52,7 @@ from pipeline_core.stages.input_stream import CacheInput, Opened, Read, StreamIt
 from pipeline_core.stages.inputs import list_inputs
 from pipeline_core.stages.options import BATCH_SIZE, CacheOptions, OutputFormat
 from pipeline_core.stages.outputs import check_unique_outputs, output_names, output_stem
-from pipeline_core.stages.read_ahead import InThisThread, ReadAhead
+from pipeline_core.stages.read_ahead import ReadAhead
 from pipeline_core.stages.results import CacheStats
 from pipeline_core.storage.fs import local_staging, url_to_fs
 
@@ -171,7 +171,7 @@ def cache_files(
     stream = input_stream(inputs, options, storage_options)
     # the next batches are read and parsed in a thread (see read_ahead) while the ones before them
     # are encoded (see encode_ahead) and the one before those is written, in input order
-    ahead = InThisThread(stream) if in_one_thread else ReadAhead(stream, READ_AHEAD)
+    ahead = contextlib.closing(stream) if in_one_thread else ReadAhead(stream, READ_AHEAD)  # closed on leaving
     inline = in_one_thread or not concurrent
     with ahead as items, EncodeAhead(process, items, width, inline=inline) as processed:
         try:
