@@ -81,21 +81,3 @@ class ReadAhead(Generic[T]):
             except queue.Full:
                 continue
         return False
-
-
-class InThisThread(Generic[T]):
-    """``ReadAhead``'s interface with no thread: the items are made as the consumer asks for them,
-    and leaving the ``with`` block closes the iterator. For inputs so small that handing each item
-    between threads costs more than the overlap gains (see ``cache_files``' ``in_one_thread``)."""
-
-    def __init__(self, items: Iterable[T]) -> None:
-        self._items = iter(items)
-
-    def __enter__(self) -> InThisThread[T]:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        getattr(self._items, "close", lambda: None)()
-
-    def __iter__(self) -> Iterator[T]:
-        return self._items
