@@ -128,7 +128,7 @@ class ChunkLog:
 
     def add(self, result: ChunkResult) -> None:
         if self.each or result.rows_skipped:
-            _log_line(result.output_url, result.samples_written, result.rows_skipped, result.seconds)
+            _log_result(result)
         else:
             self.quiet.append(result)
 
@@ -138,11 +138,14 @@ class ChunkLog:
     def __exit__(self, *_) -> None:
         quiet, self.quiet = self.quiet, []  # logged also when a later chunk failed: these are done
         if len(quiet) == 1:
-            self.each = True
-            self.add(quiet[0])
+            _log_result(quiet[0])
         elif quiet:
             outputs = f"{quiet[0].output_url} .. {quiet[-1].output_url} ({len(quiet)} chunks)"
             _log_line(outputs, sum(r.samples_written for r in quiet), 0, sum(r.seconds for r in quiet))
+
+
+def _log_result(result: ChunkResult) -> None:
+    _log_line(result.output_url, result.samples_written, result.rows_skipped, result.seconds)
 
 
 def _log_line(outputs: str, samples: int, skipped: int, seconds: float) -> None:
