@@ -17,7 +17,7 @@ from pipeline_core.formats.ragged import Ragged
 from pipeline_core.tokenizer import verdicts
 from pipeline_core.tokenizer.auto import TRAINED_SPECIAL_TOKENS, AutoTokenizer
 from pipeline_core.tokenizer.backends import TokenizersBackend, create_backend
-from pipeline_core.tokenizer.gigatoken import GigatokenBackend, ragged_from_awkward
+from pipeline_core.tokenizer.gigatoken import SMALL_BATCH_CHARS, GigatokenBackend, ragged_from_awkward
 from pipeline_core.tokenizer.probe import BUILTIN_PROBES, Mismatch, preview, probe_texts, verify_backend
 from tests.pipeline_core.tokenizer.backend_corpora import CORPORA, GPT2, assert_same, corpus_strings, require_fixtures
 
@@ -84,6 +84,25 @@ def test_fixture_corpora_give_identical_ids(pair, corpus):
     texts = corpus_strings(corpus)
     assert len(texts) > 100
     assert_same(gigatoken.encode_batch(texts), reference.encode_batch(texts))
+
+
+def test_small_and_large_batches_give_identical_ids(pair):
+    """Batches under SMALL_BATCH_CHARS come from gigatoken as lists, larger ones as awkward rows."""
+    reference, gigatoken = pair
+    texts = corpus_strings("c4_demo.jsonl")
+    batches, batch = [], []
+    for text in texts:  # batches just under the limit, then ones of one text each
+        if batch and sum(map(len, batch)) + len(text) >= SMALL_BATCH_CHARS:
+            batches.append(batch)
+            batch = []
+        batch.append(text[: SMALL_BATCH_CHARS - 1])
+    batches += [[t] for t in texts[:20]] + [["", "é 中文 🙂", ""], [], texts]
+    sizes = [sum(map(len, b)) for b in batches]
+    assert sum(s < SMALL_BATCH_CHARS for s in sizes) > 20 and max(sizes) >= SMALL_BATCH_CHARS
+    for batch in batches:
+        ours, theirs = gigatoken.encode_batch(batch), reference.encode_batch(batch)
+        assert_same(ours, theirs)
+        assert ours.values.dtype == np.int32 and ours.offsets.dtype == np.int64
 
 
 def test_document_split_across_threads_gives_identical_ids():
