@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -32,6 +33,15 @@ class Ragged:
         lengths = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
         values = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
         return cls(values.astype(dtype, copy=False), offsets_from_lengths(lengths))
+
+    @classmethod
+    def from_id_lists(cls, id_lists: list[list[int]]) -> Ragged:
+        """Token ids as Python lists (a tokenizer's batch output) to int32 values in one pass, with
+        no array per sequence."""
+        lengths = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
+        offsets = offsets_from_lengths(lengths)
+        values = np.fromiter(chain.from_iterable(id_lists), dtype=np.int32, count=int(offsets[-1]))
+        return cls(values, offsets)
 
     @classmethod
     def empty(cls, dtype=np.int32) -> Ragged:

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from itertools import chain
 
-import numpy as np
 from tokenizers import Tokenizer
 
 from pipeline_core.errors import ConfigError
-from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
+from pipeline_core.formats.ragged import Ragged
 from pipeline_core.tokenizer.gigatoken import (
     GigatokenBackend,
     GigatokenMismatch,
@@ -51,11 +49,7 @@ class TokenizersBackend:
 
     def encode_batch(self, texts: list[str]) -> Ragged:
         encodings = self._tok.encode_batch_fast(texts, add_special_tokens=False)
-        id_lists = [e.ids for e in encodings]
-        lengths = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
-        offsets = offsets_from_lengths(lengths)
-        values = np.fromiter(chain.from_iterable(id_lists), dtype=np.int32, count=int(offsets[-1]))
-        return Ragged(values, offsets)
+        return Ragged.from_id_lists([e.ids for e in encodings])
 
 
 def create_backend(tokenizer_json: str, backend: str = "auto") -> EncodeBackend:

@@ -29,7 +29,6 @@ be read (no ``/proc``), (b) counts as met.
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -143,7 +142,7 @@ class GigatokenBackend:
             self._chars_since_reset += chars
         try:
             if chars < SMALL_BATCH_CHARS:
-                return ragged_from_lists(tok.encode_batch_list(texts))
+                return Ragged.from_id_lists(tok.encode_batch_list(texts))
             rows = tok.encode_batch(texts)
         finally:
             with self._idle:
@@ -245,13 +244,6 @@ def ragged_from_awkward(rows) -> Ragged:
     if offsets[0]:
         offsets = offsets - offsets[0]
     return Ragged(_as_int32(values), offsets)
-
-
-def ragged_from_lists(rows: list[list[int]]) -> Ragged:
-    """gigatoken's rows as Python lists, as the Ragged ``ragged_from_awkward`` makes of the same rows."""
-    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
-    values = np.fromiter(itertools.chain.from_iterable(rows), np.int32, int(lengths.sum()))
-    return Ragged(values, offsets_from_lengths(lengths))
 
 
 def _ragged_from_any_awkward(rows) -> Ragged:

@@ -86,9 +86,12 @@ def test_fixture_corpora_give_identical_ids(pair, corpus):
     assert_same(gigatoken.encode_batch(texts), reference.encode_batch(texts))
 
 
-def test_small_and_large_batches_give_identical_ids(pair):
-    """Batches under SMALL_BATCH_CHARS come from gigatoken as lists, larger ones as awkward rows."""
+def test_small_and_large_batches_give_identical_ids(pair, tokenizer_json):
+    """Batches under SMALL_BATCH_CHARS come from gigatoken as lists, larger ones as awkward rows;
+    both give raw `tokenizers`' ids, row by row."""
     reference, gigatoken = pair
+    raw = Tokenizer.from_str(tokenizer_json)
+    raw.encode_special_tokens = True
     texts = corpus_strings("c4_demo.jsonl")
     batches, batch = [], []
     for text in texts:  # batches just under the limit, then ones of one text each
@@ -102,6 +105,7 @@ def test_small_and_large_batches_give_identical_ids(pair):
     for batch in batches:
         ours, theirs = gigatoken.encode_batch(batch), reference.encode_batch(batch)
         assert_same(ours, theirs)
+        assert ours.to_lists() == [e.ids for e in raw.encode_batch(batch, add_special_tokens=False)]
         assert ours.values.dtype == np.int32 and ours.offsets.dtype == np.int64
 
 
