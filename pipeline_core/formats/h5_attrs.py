@@ -10,7 +10,9 @@ create, write), so the file's bytes do not change (tests/pipeline_core/formats/t
 compares them with h5py's own). ``python -m bench.file_cost`` counts what it saves.
 
 Only plain scalars take that path: ``str`` (variable-length UTF-8, as h5py stores it), ``bool``,
-Python and numpy integers and floats. Anything else goes through h5py's own assignment.
+Python and numpy integers and floats. Anything else goes through h5py's own assignment. Plain
+Python values are created by calling HDF5 directly when it can be reached that way
+(``formats.h5_direct``, about 40% fewer instructions again), through h5py otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import h5py
 import numpy as np
 from h5py import h5a, h5s, h5t
+
+from pipeline_core.formats.h5_direct import direct_attrs
 
 _STR = h5py.string_dtype()  # what h5py stores a str attribute as: variable-length UTF-8
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
@@ -31,14 +35,18 @@ class ScalarAttrs:
         self._obj = obj
         self._space = h5s.create(h5s.SCALAR)
         self._written: set[bytes] = set()  # names set through this writer: replaced, not created
+        self._direct = direct_attrs()
 
     def __setitem__(self, name: str, value) -> None:
+        key = name.encode("utf-8")
+        if self._direct is not None and key not in self._written and self._direct.create(self._obj.id, key, value):
+            self._written.add(key)
+            return
         scalar = _scalar(value)
         if scalar is None:
             self._obj.attrs[name] = value
             return
         data, kind = scalar
-        key = name.encode("utf-8")
         if key in self._written:
             h5a.delete(self._obj.id, key)
         try:

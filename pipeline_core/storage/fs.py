@@ -21,7 +21,18 @@ from fsspec.implementations.local import LocalFileSystem
 
 
 def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
-    return fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+    url = str(url)
+    if ":" not in url and not storage_options:
+        # a plain local path: what fsspec resolves it to, without parsing it as a URL (chains,
+        # protocols, a filesystem instance looked up by its arguments): ~0.2 ms, three times
+        # for every small chunk cached
+        return _local_fs(), LocalFileSystem._strip_protocol(url)
+    return fsspec.core.url_to_fs(url, **(storage_options or {}))
+
+
+@functools.cache
+def _local_fs() -> LocalFileSystem:
+    return LocalFileSystem()
 
 
 def protocol_prefix(url: str) -> str:

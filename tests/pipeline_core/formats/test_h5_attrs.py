@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline_core.formats import h5_attrs
 from pipeline_core.formats.h5_attrs import ScalarAttrs
+from pipeline_core.formats.h5_direct import direct_attrs
 
 VALUES = {
     "ascii": "hello",
@@ -31,6 +33,40 @@ VALUES = {
     "list": [1, 2, 3],  # not a scalar: h5py's own path
     "array": np.arange(4, dtype=np.int32),
 }
+
+
+@pytest.fixture(autouse=True, params=["direct", "through h5py"])
+def path_taken(request, monkeypatch):
+    """Every test runs with plain values created by calling HDF5 directly and with h5py's calls."""
+    if request.param == "through h5py":
+        monkeypatch.setattr(h5_attrs, "direct_attrs", lambda: None)
+    return request.param
+
+
+def test_hdf5_is_reachable_directly_here():
+    # else every "direct" run below silently tests h5py's path twice
+    assert direct_attrs() is not None
+
+
+@pytest.mark.parametrize(
+    ("value", "taken"),
+    [("text", True), ("", True), (True, True), (-(2**63), True), (0.5, True), ("a\x00b", False), ("\udc80", False)]
+    + [(2**63, False), (np.int64(3), False), ([1], False)],
+)
+def test_the_direct_path_takes_plain_values_only_and_writes_nothing_otherwise(tmp_path, value, taken):
+    with h5py.File(tmp_path / "f.h5", "w", libver="latest") as f:
+        assert direct_attrs().create(f.id, b"v", value) is taken
+        assert ("v" in f.attrs) is taken
+        if taken:
+            assert f.attrs["v"] == value
+
+
+def test_a_name_that_exists_is_refused_without_a_word_on_stderr(tmp_path, capfd):
+    with h5py.File(tmp_path / "f.h5", "w", libver="latest") as f:
+        f.attrs["v"] = 1
+        assert direct_attrs().create(f.id, b"v", 2) is False
+        assert f.attrs["v"] == 1
+    assert capfd.readouterr().err == ""
 
 
 def _write(path, values: dict, ours: bool) -> bytes:
