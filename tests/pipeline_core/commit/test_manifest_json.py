@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline_core.commit import manifest as manifest_module
 from pipeline_core.commit.manifest import Manifest, ManifestEntry
 
 json_values = st.recursive(
@@ -49,3 +51,39 @@ def test_writing_does_not_change_the_entries_extra():
     entry = ManifestEntry("a.h5", "f" * 64, 10, extra=extra)
     Manifest("cache", "c", entries={"a.h5": entry}).to_json()
     assert entry.extra == {"result": {"parts": [{"url": "a.bin", "sha256": "0" * 64}], "counts": {"x": 1}}}
+
+
+def _reference(manifest: Manifest) -> bytes:
+    """The manifest as one ``json.dumps`` of it all (what ``to_json`` wrote before its entry texts)."""
+    body = {"stage": manifest.stage, "config_hash": manifest.config_hash, "format_version": manifest.format_version,
+            "complete": manifest.complete, "entries": {k: asdict(v) for k, v in sorted(manifest.entries.items())}}  # fmt: skip
+    if manifest.dropping:
+        body["dropping"] = sorted(manifest.dropping)
+    return json.dumps(body, indent=2, sort_keys=True).encode("utf-8")
+
+
+any_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        | st.dictionaries(st.integers(-20, 20), inner, max_size=4)
+    ),  # int keys sort as ints, then turn str
+    max_leaves=12,
+)
+any_entries = entries | st.builds(
+    ManifestEntry, name=st.text(min_size=1, max_size=16), sha256=st.just("0" * 64), size=st.integers(0, 9),
+    extra=st.dictionaries(st.text(max_size=8), any_values, max_size=4),
+)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(any_entries, max_size=6), st.lists(st.text(max_size=10), max_size=2), st.integers(1, 4))
+def test_the_bytes_are_one_json_dumps_of_it_all_rewrite_after_rewrite(items, dropping, cache_size):
+    manifest = Manifest("cache", "c0ffee", dropping=dropping)
+    with pytest.MonkeyPatch.context() as patch:  # a tiny cache: texts are dropped and made again
+        patch.setattr(manifest_module, "_ENTRY_TEXTS_MAX", cache_size)
+        for entry in items:  # as the committer does: one more entry, another rewrite
+            manifest.entries[entry.name] = entry
+            assert manifest.to_json() == _reference(manifest)
+        assert manifest.to_json() == _reference(manifest)  # every text from the cache
