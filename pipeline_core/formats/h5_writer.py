@@ -175,8 +175,13 @@ class H5Writer:
             self._attrs[NARROWED_ATTR] = encode_attr(self._narrowed)
 
     def data_keys(self) -> list[str]:
+        """``formats.h5.data_keys`` of the file, from the datasets this writer made (only it makes
+        any): h5py's iteration over the file's links cost ~5% of a small chunk's stage."""
         self.flush()
-        return data_keys(self.file)
+        if any("/" in key for key in self._columns):  # keys in groups: the file's top-level names
+            return data_keys(self.file)
+        # HDF5 lists a group's links by name, byte by byte: UTF-8 keeps code point order
+        return sorted(key for key in self._columns if not key.endswith(OFFSETS_SUFFIX))
 
     def set_attrs(self, attrs: dict) -> None:
         self._wait_writes()
