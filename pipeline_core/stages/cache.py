@@ -29,6 +29,7 @@ Options beyond tokenizing (all recorded in the attributes):
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -54,7 +55,7 @@ from pipeline_core.stages.options import BATCH_SIZE, CacheOptions, OutputFormat
 from pipeline_core.stages.outputs import check_unique_outputs, output_names, output_stem
 from pipeline_core.stages.read_ahead import ReadAhead
 from pipeline_core.stages.results import CacheStats
-from pipeline_core.storage.fs import local_staging, url_to_fs
+from pipeline_core.storage.fs import is_local, local_staging, url_to_fs
 
 READ_AHEAD = 1  # parsed batches waiting for the encoder (memory: see read_ahead)
 # inputs averaging less than this are cached in one thread: 1,000 inputs of 4 KB took 9.1-11.6 s
@@ -349,7 +350,23 @@ def cache_jsonl(
     fs.makedirs(root, exist_ok=True)
     urls = list_inputs(inputs, storage_options)
     check_unique_outputs(urls)
+    one_thread = suits_one_thread(local_sizes(urls, storage_options))
     outputs = []
-    for stats in cache_files(map(CacheInput, urls), output_dir, processor, options, storage_options):
+    for stats in cache_files(map(CacheInput, urls), output_dir, processor, options, storage_options, one_thread):
         outputs += [stats.output_url] if options.writes_hdf5 else list(stats.megatron_prefixes.values())
     return outputs
+
+
+def local_sizes(urls: list[str], storage_options: dict | None = None) -> list[int]:
+    """The sizes of ``urls`` when all are local files (a stat each), else [] (``suits_one_thread``
+    then says no: elsewhere a size costs a request, and the threaded path suits large inputs)."""
+    sizes = []
+    for url in urls:
+        fs, path = url_to_fs(url, storage_options)
+        if not is_local(fs):
+            return []
+        try:
+            sizes.append(os.stat(path).st_size)
+        except OSError:  # not there (any more): the reader names the problem
+            return []
+    return sizes

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from pipeline_core import BadRowError, ProcessorFactory, load_h5
-from pipeline_core.stages.cache import CacheOptions, cache_file, cache_files, suits_one_thread
+from pipeline_core.stages import cache as cache_module
+from pipeline_core.stages.cache import CacheOptions, cache_file, cache_files, cache_jsonl, local_sizes, suits_one_thread
 from pipeline_core.stages.input_stream import CacheInput
 
 STAGE_THREADS = ("h5pipe-read-ahead", "h5pipe-encode", "h5pipe-hash", "h5pipe-h5-write")
@@ -134,3 +135,31 @@ def test_in_one_thread_the_stream_starts_no_thread_and_writes_the_same_bytes(chu
 )
 def test_inputs_averaging_under_64_kib_suit_one_thread(sizes, suits):
     assert suits_one_thread(sizes) is suits
+
+
+def test_cache_jsonl_caches_small_local_inputs_in_one_thread_and_large_ones_with_threads(
+    chunks, gpt2, tmp_path, monkeypatch
+):
+    taken = []
+
+    def spy(*args):  # the real cache_files, its in_one_thread noted
+        taken.append(args[5])
+        return cache_files(*args)
+
+    monkeypatch.setattr(cache_module, "cache_files", spy)
+    processor = ProcessorFactory.create("pt", gpt2)
+    small = cache_jsonl(str(tmp_path / "in"), str(tmp_path / "small"), processor)
+    big = tmp_path / "big"
+    big.mkdir()
+    write_chunk(big / "train_chunk_0.jsonl", ["word " * 20_000])  # 100 KB: past the 64 KiB average
+    cache_jsonl(str(big), str(tmp_path / "big_out"), processor)
+    assert taken == [True, False]
+    threaded = list(cache_files(map(CacheInput, chunks), str(tmp_path / "threads"), processor, CacheOptions()))
+    for ours, theirs in zip(small, [s.output_url for s in threaded], strict=True):
+        assert Path(ours).read_bytes() == Path(theirs).read_bytes()
+
+
+def test_local_sizes_are_the_files_sizes_and_none_elsewhere(chunks, tmp_path):
+    assert local_sizes(chunks) == [Path(c).stat().st_size for c in chunks]
+    assert local_sizes([*chunks, str(tmp_path / "gone.jsonl")]) == []  # the reader names it
+    assert local_sizes(["memory://bucket/a.jsonl"]) == []  # a size elsewhere costs a request
