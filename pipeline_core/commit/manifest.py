@@ -47,6 +47,8 @@ class Manifest:
     # URLs of dropped outputs' files being removed: written with the manifest that stops listing
     # them, emptied once they are gone, so a run killed in between leaves them for the next to remove
     dropping: list[str] = field(default_factory=list)
+    # each entry's text in the last JSON written, by its compact JSON (see ``_entry_text``)
+    texts: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def to_json(self) -> bytes:
         """``json.dumps`` of the manifest, indented by 2, keys sorted; each entry's part is encoded
@@ -61,9 +63,13 @@ class Manifest:
         if self.dropping:  # absent when empty: the bytes of a manifest without any stay as they were
             body["dropping"] = sorted(self.dropping)
         text = json.dumps(body, indent=2, sort_keys=True)
+        texts: dict[str, str] = {}  # this rewrite's entry texts: kept for the next, no others
         if self.entries:
-            lines = (f"    {json.dumps(name)}: {_entry_text(entry)}" for name, entry in sorted(self.entries.items()))
+            lines = [
+                f"    {json.dumps(k)}: {_entry_text(e, self.texts, texts)}" for k, e in sorted(self.entries.items())
+            ]
             text = text.replace(_NO_ENTRIES, '\n  "entries": {\n' + ",\n".join(lines) + "\n  }", 1)
+        self.texts = texts
         return text.encode("utf-8")
 
     @classmethod
@@ -109,28 +115,26 @@ def in_folder(output_dir: str, url: str) -> str:
 
 _ENTRY_FIELDS = tuple(f.name for f in fields(ManifestEntry))
 _NO_ENTRIES = '\n  "entries": {}'  # in the indented body: once, as no string in JSON holds a newline
-_ENTRY_TEXTS: dict[str, str] = {}  # an entry's compact JSON -> its text in the indented manifest
-_ENTRY_TEXTS_MAX = 1 << 16
 _compact = json.JSONEncoder(sort_keys=True).encode  # json.dumps(value, sort_keys=True), its encoder made once
 
 
-def _entry_text(entry: ManifestEntry) -> str:
+def _entry_text(entry: ManifestEntry, known: dict[str, str], used: dict[str, str]) -> str:
     """The entry as ``json.dumps(manifest, indent=2, sort_keys=True)`` writes it at its depth.
 
     Python's indenting encoder is pure Python: a manifest of 1,000 entries took ~45-75 ms to
     encode, about once a second while chunks finish, with the GIL held against the chunks' own
     work. The compact encoder is C, and two values with the same compact JSON have the same
     indented JSON (only the whitespace between the same tokens differs), so each entry's indented
-    text is made once and found by its compact JSON on later rewrites: ~40 us an entry found
-    against ~75 us encoded (10 rewrites as 1,000 entries arrive: 218-336 against 443-527 ms)."""
+    text is made once and found by its compact JSON in ``known`` (the texts of the manifest's
+    last rewrite) on later rewrites: ~40 us an entry found against ~75 us encoded (10 rewrites as
+    1,000 entries arrive: 218-336 against 443-527 ms). ``used`` collects this rewrite's texts."""
     value = _as_dict(entry)
     compact = _compact(value)
-    text = _ENTRY_TEXTS.get(compact)
+    text = known.get(compact)
     if text is None:
-        if len(_ENTRY_TEXTS) >= _ENTRY_TEXTS_MAX:
-            _ENTRY_TEXTS.clear()
         # two levels deep in the manifest (its body, its entries): every line after the first 4 spaces in
-        text = _ENTRY_TEXTS[compact] = json.dumps(value, indent=2, sort_keys=True).replace("\n", "\n    ")
+        text = json.dumps(value, indent=2, sort_keys=True).replace("\n", "\n    ")
+    used[compact] = text
     return text
 
 

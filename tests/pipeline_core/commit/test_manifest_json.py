@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline_core.commit import manifest as manifest_module
 from pipeline_core.commit.manifest import Manifest, ManifestEntry
 
 json_values = st.recursive(
@@ -78,12 +76,13 @@ any_entries = entries | st.builds(
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(any_entries, max_size=6), st.lists(st.text(max_size=10), max_size=2), st.integers(1, 4))
-def test_the_bytes_are_one_json_dumps_of_it_all_rewrite_after_rewrite(items, dropping, cache_size):
+@given(st.lists(any_entries, max_size=6), st.lists(st.text(max_size=10), max_size=2), st.data())
+def test_the_bytes_are_one_json_dumps_of_it_all_rewrite_after_rewrite(items, dropping, data):
     manifest = Manifest("cache", "c0ffee", dropping=dropping)
-    with pytest.MonkeyPatch.context() as patch:  # a tiny cache: texts are dropped and made again
-        patch.setattr(manifest_module, "_ENTRY_TEXTS_MAX", cache_size)
-        for entry in items:  # as the committer does: one more entry, another rewrite
-            manifest.entries[entry.name] = entry
-            assert manifest.to_json() == _reference(manifest)
-        assert manifest.to_json() == _reference(manifest)  # every text from the cache
+    for entry in items:  # as the committer does: one more entry (or a new one for a name), a rewrite
+        manifest.entries[entry.name] = entry
+        if data.draw(st.booleans()):  # and sometimes one goes
+            manifest.entries.pop(data.draw(st.sampled_from(sorted(manifest.entries))))
+        assert manifest.to_json() == _reference(manifest)
+        assert len(manifest.texts) <= len(manifest.entries)  # the texts of the entries written, no more
+    assert manifest.to_json() == _reference(manifest)  # every text found again
