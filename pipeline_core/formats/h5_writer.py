@@ -43,7 +43,9 @@ class _Column:
     # "pending" while buffered; "chunked" once it grows (its dataset is created by the writer
     # thread); "whole" once written whole at close, set before the write so a failed one is not retried
     state: Literal["pending", "chunked", "whole"] = "pending"
-    dataset: h5py.Dataset | None = None
+    # open until the file closes: a dataset closed on its own while the disk was full left HDF5
+    # in a state whose file close crashed the process (tests/flows/test_fail_clearly.py, full disk)
+    dataset: h5py.Dataset | h5d.DatasetID | None = None
 
 
 class H5Writer:
@@ -158,9 +160,10 @@ class H5Writer:
         data = _joined(column)
         column.pending, column.pending_bytes, column.state = [], 0, "whole"  # its name exists even if the write fails
         if self.compression and data.size:
-            self.file.create_dataset(key, data=data, dtype=column.dtype, chunks=data.shape, **self._filters())
+            options = self._filters()
+            column.dataset = self.file.create_dataset(key, data=data, dtype=column.dtype, chunks=data.shape, **options)
         else:
-            _write_contiguous(self.file, key, data)
+            column.dataset = _write_contiguous(self.file, key, data)
 
     def _filters(self) -> dict:
         return {"compression": self.compression} if self.compression else {}
@@ -232,18 +235,19 @@ def _file_type(dtype: np.dtype) -> h5t.TypeID:
     return h5t.py_create(dtype, logical=True)
 
 
-def _write_contiguous(file: h5py.File, key: str, data: np.ndarray) -> None:
+def _write_contiguous(file: h5py.File, key: str, data: np.ndarray) -> h5d.DatasetID | h5py.Dataset:
     """``file.create_dataset(key, data=data)``, contiguous: the low-level calls h5py makes, with
     the property list and type made once for the process. h5py's option handling around them
     cost ~120 k instructions of a dataset's ~380 k, 4 datasets in every output file. The file's
-    bytes are h5py's (tests/pipeline_core/formats/test_h5_contiguous.py)."""
+    bytes are h5py's (tests/pipeline_core/formats/test_h5_contiguous.py). Returns the dataset,
+    which the writer keeps open until the file closes (see ``_Column.dataset``)."""
     if "/" in key:  # h5py makes the groups on the way
-        file.create_dataset(key, data=data)
-        return
+        return file.create_dataset(key, data=data)
     data = np.ascontiguousarray(data)
     space = h5s.create_simple(data.shape)
     dataset = h5d.create(file.id, key.encode("utf-8"), _file_type(data.dtype), space, dcpl=_contiguous_plist())
     dataset.write(h5s.ALL, h5s.ALL, data)
+    return dataset
 
 
 def _extend_column(column: _Column, values: np.ndarray) -> None:

@@ -18,7 +18,7 @@ DTYPES = [np.dtype(t) for t in ("int32", "int64", "uint16", "uint8", "float32", 
 
 def _h5py_create(file, key, data):
     """What H5Writer called before: h5py's own ``create_dataset``, contiguous."""
-    file.create_dataset(key, data=data, dtype=data.dtype, chunks=None)
+    return file.create_dataset(key, data=data, dtype=data.dtype, chunks=None)
 
 
 def _write(path, arrays: dict, through_h5py: bool) -> bytes:
