@@ -13,7 +13,7 @@ from bench.corpus import GPT2, CorpusSpec, build
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, fixtures):
-    return build(tmp_path_factory.mktemp("core-seconds"), CorpusSpec(size_mb=0.2, chunk_mb=0.05), shapes=("pt",))
+    return build(tmp_path_factory.mktemp("core-seconds"), CorpusSpec(size_mb=0.2, chunk_mb=0.1), shapes=("pt",))
 
 
 def test_parse_reads_every_row(corpus):
