@@ -350,7 +350,8 @@ def cache_jsonl(
     fs.makedirs(root, exist_ok=True)
     urls = list_inputs(inputs, storage_options)
     check_unique_outputs(urls)
-    one_thread = suits_one_thread(local_sizes(urls, storage_options))
+    # H5PIPE_ENCODE_AHEAD above 1 asks for batches encoded at once: the threaded path then
+    one_thread = encode_width() == 1 and suits_one_thread(local_sizes(urls, storage_options))
     outputs = []
     for stats in cache_files(map(CacheInput, urls), output_dir, processor, options, storage_options, one_thread):
         outputs += [stats.output_url] if options.writes_hdf5 else list(stats.megatron_prefixes.values())
