@@ -8,7 +8,8 @@ from dataclasses import asdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline_core.commit.manifest import Manifest, ManifestEntry
+from pipeline_core.commit import manifest as manifest_module
+from pipeline_core.commit.manifest import Manifest, ManifestEntry, _as_dict, _compact, _indented
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=20),
@@ -86,3 +87,43 @@ def test_the_bytes_are_one_json_dumps_of_it_all_rewrite_after_rewrite(items, dro
         assert manifest.to_json() == _reference(manifest)
         assert len(manifest.texts) <= len(manifest.entries)  # the texts of the entries written, no more
     assert manifest.to_json() == _reference(manifest)  # every text found again
+
+
+# ---- an entry's text by orjson where it is Python's -------------------------------------------
+ascii_text = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=12)
+plain_leaves = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | ascii_text
+odd_leaves = (  # what orjson writes otherwise than Python's encoder, or refuses
+    st.integers()  # beyond 64 bits
+    | st.sampled_from([float("nan"), float("inf"), float("-inf"), 1e16, 1e-7, -0.0])
+    | st.text(max_size=12)  # non-ASCII, surrogates
+    | st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x80), max_size=12)  # controls, DEL
+)
+odd_values = st.recursive(  # mostly plain, so one odd leaf is often the only one
+    st.one_of(plain_leaves, plain_leaves, plain_leaves, odd_leaves),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(ascii_text, inner, max_size=4)
+        | st.dictionaries(ascii_text, inner, max_size=4)
+        | st.dictionaries(st.integers(-5, 5), inner, max_size=3)  # keys that are not strings
+    ),
+    max_leaves=14,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), odd_values, max_size=5))
+def test_an_entry_is_indented_as_pythons_encoder_does_it(value):
+    expected = json.dumps(value, indent=2, sort_keys=True)
+    assert _indented(value, _compact(value)) == expected
+
+
+def test_a_typical_entry_takes_the_orjson_path(monkeypatch):
+    """The test above would pass with Python's encoder alone: here its fallback is broken, and a
+    typical entry (ASCII names, counts, shortest-repr floats, nested results) is still written."""
+    entry = ManifestEntry("train_chunk_3.h5", "ab" * 32, 123456, "cd" * 32, 10, 12, 4096,
+                          extra={"result": {"seconds": 0.25, "pack_utilisation": 0.9871, "parts": [],
+                                            "counts": {"skipped": 0}, "errors_url": None}})  # fmt: skip
+    value = _as_dict(entry)
+    expected = json.dumps(value, indent=2, sort_keys=True)
+    monkeypatch.setattr(manifest_module.json, "dumps", None)  # the fallback would now raise
+    assert _indented(value, _compact(value)) == expected
