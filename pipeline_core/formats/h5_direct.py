@@ -40,7 +40,7 @@ class DirectAttrs:
         self._lock = lock
         # (file type, memory type) as h5py makes them for the value's numpy dtype; the objects are
         # kept so their identifiers stay open
-        self._types = {kind: _h5py_types(np.asarray(sample).dtype) for kind, sample in _SAMPLES.items()}
+        self._types = {kind: h5py_types(np.asarray(sample).dtype) for kind, sample in _SAMPLES.items()}
         self._types[str] = (h5t.py_create(h5py.string_dtype(), logical=True),) * 2  # char* in memory
         self._space = h5s.create(h5s.SCALAR)
 
@@ -67,7 +67,11 @@ class DirectAttrs:
 _SAMPLES = {bool: True, int: 0, float: 0.0}
 
 
-def _h5py_types(dtype: np.dtype) -> tuple:
+@functools.cache
+def h5py_types(dtype: np.dtype) -> tuple[h5t.TypeID, h5t.TypeID]:
+    """(file type, memory type) as h5py makes them for a numeric ``dtype``, once per process (the
+    objects stay alive, so their identifiers stay open). Not for object dtypes: numpy compares
+    dtypes without their metadata, so h5py's string dtype would share an entry with plain objects."""
     return h5t.py_create(dtype, logical=True), h5t.py_create(dtype)
 
 

@@ -13,10 +13,11 @@ from typing import Literal
 
 import h5py
 import numpy as np
-from h5py import h5d, h5p, h5s, h5t
+from h5py import h5d, h5p, h5s
 
 from pipeline_core.formats.h5 import COMPLETE_ATTR, NARROWED_ATTR, OFFSETS_SUFFIX, data_keys, encode_attr
 from pipeline_core.formats.h5_attrs import ScalarAttrs
+from pipeline_core.formats.h5_direct import h5py_types
 from pipeline_core.formats.ragged import Ragged
 from pipeline_core.formats.write_behind import WriteBehind
 from pipeline_core.storage.fs import join_url, local_staging, url_to_fs
@@ -230,11 +231,6 @@ def _contiguous_plist() -> h5p.PropDCID:
     return plist
 
 
-@functools.cache
-def _file_type(dtype: np.dtype) -> h5t.TypeID:
-    return h5t.py_create(dtype, logical=True)
-
-
 def _write_contiguous(file: h5py.File, key: str, data: np.ndarray) -> h5d.DatasetID | h5py.Dataset:
     """``file.create_dataset(key, data=data)``, contiguous: the low-level calls h5py makes, with
     the property list and type made once for the process. h5py's option handling around them
@@ -245,7 +241,7 @@ def _write_contiguous(file: h5py.File, key: str, data: np.ndarray) -> h5d.Datase
         return file.create_dataset(key, data=data)
     data = np.ascontiguousarray(data)
     space = h5s.create_simple(data.shape)
-    dataset = h5d.create(file.id, key.encode("utf-8"), _file_type(data.dtype), space, dcpl=_contiguous_plist())
+    dataset = h5d.create(file.id, key.encode("utf-8"), h5py_types(data.dtype)[0], space, dcpl=_contiguous_plist())
     dataset.write(h5s.ALL, h5s.ALL, data)
     return dataset
 
