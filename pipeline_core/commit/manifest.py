@@ -123,6 +123,16 @@ _ORJSON_COMPACT = orjson.OPT_SORT_KEYS
 _ORJSON_INDENTED = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
 
 
+def _orjson_indents_as_python() -> bool:
+    """Whether this orjson lays out indented JSON as Python's encoder does (checked once, on every
+    kind of nesting; another orjson version might not, and ``_indented`` then never uses it)."""
+    sample = {"a": [], "b": {}, "c": [1, {"d": [None, True, 0.5, "x"], "e": {}}, []], "f": {"g": {"h": -2}}}
+    return orjson.dumps(sample, option=_ORJSON_INDENTED).decode() == json.dumps(sample, indent=2, sort_keys=True)
+
+
+_ORJSON_AS_PYTHON = _orjson_indents_as_python()
+
+
 def _entry_text(entry: ManifestEntry, known: dict[str, str], used: dict[str, str]) -> str:
     """The entry as ``json.dumps(manifest, indent=2, sort_keys=True)`` writes it at its depth.
 
@@ -152,9 +162,10 @@ def _indented(value: dict, compact: str) -> str:
     are: when orjson's compact JSON is byte for byte Python's ``compact``. They differ, and Python's
     encoder writes the entry, for what Python escapes and orjson does not (anything outside
     printable ASCII), floats in exponent form or not finite, keys that are not strings, and
-    integers beyond 64 bits. orjson: ~3 us for a typical entry, Python's indenting encoder ~75."""
+    integers beyond 64 bits; and always, should this orjson lay out indented JSON otherwise
+    (``_ORJSON_AS_PYTHON``). orjson: ~3 us for a typical entry, Python's indenting encoder ~75."""
     try:
-        if orjson.dumps(value, option=_ORJSON_COMPACT) == compact.encode("ascii"):
+        if _ORJSON_AS_PYTHON and orjson.dumps(value, option=_ORJSON_COMPACT) == compact.encode("ascii"):
             return orjson.dumps(value, option=_ORJSON_INDENTED).decode("ascii")
     except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError; surrogates, huge ints
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -127,3 +128,19 @@ def test_a_typical_entry_takes_the_orjson_path(monkeypatch):
     expected = json.dumps(value, indent=2, sort_keys=True)
     monkeypatch.setattr(manifest_module.json, "dumps", None)  # the fallback would now raise
     assert _indented(value, _compact(value)) == expected
+
+
+def test_an_orjson_that_indents_otherwise_is_never_used(monkeypatch):
+    """Equal compact JSON says the tokens are equal, not the layout: that is checked once against
+    Python's encoder, and an orjson laying it out otherwise is not used at all."""
+    real = orjson.dumps
+
+    def four_spaces(value, option=0):
+        text = real(value, option=option)
+        return text.replace(b"\n ", b"\n   ") if option & orjson.OPT_INDENT_2 else text
+
+    monkeypatch.setattr(manifest_module.orjson, "dumps", four_spaces)
+    assert manifest_module._orjson_indents_as_python() is False
+    monkeypatch.setattr(manifest_module, "_ORJSON_AS_PYTHON", False)
+    value = {"name": "a.h5", "extra": {"result": {"parts": [], "seconds": 0.5}}}
+    assert _indented(value, _compact(value)) == json.dumps(value, indent=2, sort_keys=True)
