@@ -17,7 +17,8 @@ each took 0.25-0.38 s wall for 0.46-0.68 s CPU, one call at a time of 3,200 text
 0.41-0.54 s, and of 800 texts 0.34-0.48 s for 0.40-0.56 s (one call of a small batch keeps about
 one core busy). So the stage encodes one batch at a time (``DEFAULT_WIDTH``) in batches of up to
 16 MiB of JSON (``formats.jsonl.BATCH_BYTES``); on a machine with the cores to spare,
-``H5PIPE_ENCODE_AHEAD=2`` runs two.
+``H5PIPE_ENCODE_AHEAD=2`` runs two. On 2 cores each call runs on its worker thread, not on
+gigatoken's pool (tokenizer/encode_pool.py: the reader and writer need the other core).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Generic, TypeVar
 
 from pipeline_core.errors import ConfigError
 from pipeline_core.stages.read_ahead import ReadAhead
+from pipeline_core.tokenizer.encode_pool import beside_the_stage
 
 WIDTH_ENV = "H5PIPE_ENCODE_AHEAD"  # batches encoded at once by the cache stage; 1: one at a time
 DEFAULT_WIDTH = 1
@@ -46,7 +48,7 @@ class EncodeAhead(Generic[T, R]):
         if width < 1:
             raise ValueError(f"width must be at least 1, got {width}")
         self._process, self._batches, self._width = process, batches, width
-        self._pool = None if inline else ThreadPoolExecutor(width, thread_name_prefix="h5pipe-encode")
+        self._pool = None if inline else ThreadPoolExecutor(width, "h5pipe-encode", beside_the_stage)
         self._waiting: deque[Future] = deque()  # submitted, not yet handed to the consumer, in order
         self._feed = None if inline else ReadAhead(self._submitted(), width, name="h5pipe-encode-feed")
 

@@ -7,7 +7,8 @@ reference id for id: the probe texts, the per-machine verdicts and the records d
 ``tokenizer.json``.
 
 Reading order: ``auto`` (the user-facing class), ``backends`` (which backend serves), ``probe`` and
-``verdicts`` (why it may), ``gigatoken`` and ``derived`` (the fast backend's own needs).
+``verdicts`` (why it may), ``gigatoken``, ``derived`` and ``encode_pool`` (the fast backend's own
+needs: its JSON, and whether a batch uses gigatoken's thread pool).
 
 The Jinja rendering of a chat template lives here (``chat_template``), not in ``chat``: the template
 travels with the tokenizer, and ``AutoTokenizer.apply_chat_template`` renders it as transformers'

@@ -25,6 +25,10 @@ rebuilds after every interval, as it did before the budget. Between dropping the
 tokenizer and loading the new one it calls ``malloc_trim``: glibc would otherwise keep the old
 cache's pages, and the peak would still creep up with the chunk. Where the resident size cannot
 be read (no ``/proc``), (b) counts as met.
+
+Threads. Whether a batch is spread over gigatoken's thread pool or encoded on the calling thread
+is decided per call by encode_pool.py: the calling thread for the pt stage's encode thread on 2
+cores (the stage's reading, hashing and writing threads need the other core), else the pool.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from pipeline_core.errors import ConfigError
 from pipeline_core.formats.ragged import Ragged, offsets_from_lengths
 from pipeline_core.memory.heap import release_free_memory, resident_bytes
 from pipeline_core.tokenizer.derived import gigatoken_json
+from pipeline_core.tokenizer.encode_pool import encode_parallel
 from pipeline_core.tokenizer.probe import Mismatch
 
 # Rebuild gigatoken after this much input. Measured with GPT-2 on 2 cores (bench/backend_memory.py):
@@ -115,6 +120,7 @@ class GigatokenBackend:
             cache_budget_bytes = cache_budget_from_env()
         if cache_budget_bytes is None or cache_budget_bytes < 0:
             raise ConfigError(f"cache_budget_bytes must be 0 or more, got {cache_budget_bytes}")
+        encode_parallel()  # refuses a bad H5PIPE_GIGATOKEN_PARALLEL now, not at the first encode
         self._json = gigatoken_json(tokenizer_json)
         self._reset_every = reset_every_chars
         self._budget, self._resident = cache_budget_bytes, resident
@@ -140,10 +146,11 @@ class GigatokenBackend:
             tok, self._running = self._tok, self._running + 1
             chars = sum(map(len, texts))
             self._chars_since_reset += chars
+        parallel = encode_parallel()
         try:
             if chars < SMALL_BATCH_CHARS:
-                return Ragged.from_id_lists(tok.encode_batch_list(texts))
-            rows = tok.encode_batch(texts)
+                return Ragged.from_id_lists(tok.encode_batch_list(texts, parallel=parallel))
+            rows = tok.encode_batch(texts, parallel=parallel)
         finally:
             with self._idle:
                 self._running -= 1

@@ -294,3 +294,21 @@ def test_warm_is_off_with_the_temporary_server_unless_asked(monkeypatch):
     monkeypatch.setenv("H5PIPE_WARM", "sometimes")
     with pytest.raises(ValueError, match="auto"):
         state.mode()
+
+
+def test_a_run_the_warm_process_forks_may_use_gigatokens_pool():
+    """The warm process forks each run with one thread, so no gigatoken pool can be lost in the fork:
+    where h5pipe wants the pool (here by its setting; by default on 3 cores or more), a served run
+    gets it, where gigatoken's own rule would encode every forked run on one thread."""
+    probe = (
+        "import os, sys; from flows.warm.zygote import preload; preload(); "
+        "assert len(os.listdir('/proc/self/task')) == 1; pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    from pipeline_core.tokenizer.encode_pool import encode_parallel; print(encode_parallel(), flush=True)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)"
+    )
+    env = {**os.environ, "H5PIPE_GIGATOKEN_PARALLEL": "1"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"

@@ -88,14 +88,14 @@ class Watched:
     def __init__(self, tok, calls: dict, hold: threading.Barrier | None = None) -> None:
         self.tok, self.calls, self.hold = tok, calls, hold
 
-    def encode_batch(self, texts):
+    def encode_batch(self, texts, parallel=None):
         with self.calls["lock"]:
             self.calls["running"] += 1
             self.calls["most"] = max(self.calls["most"], self.calls["running"])
         try:
             if self.hold is not None:
                 self.hold.wait(timeout=10)  # both calls inside gigatoken at once, or the barrier breaks
-            return self.tok.encode_batch(texts)
+            return self.tok.encode_batch(texts, parallel=parallel)
         finally:
             with self.calls["lock"]:
                 self.calls["running"] -= 1
