@@ -9,8 +9,8 @@ h5pipe decides it per call (``encode_parallel``):
 - **The cache stage's encode threads, on 2 cores or fewer: the calling thread.** The pt stream
   encodes in a thread of its own (stages/encode_ahead.py, which marks it with ``beside_the_stage``)
   while other threads read and parse the next batch, hash the input and write HDF5; on 2 cores
-  gigatoken's pool only competes with them. Measured on the bench's 400 MB pt corpus (GPT-2, AMD
-  EPYC, 3 fresh processes each, alternated with the pool): the library stage took 2.45-2.62 s
+  gigatoken's pool only competes with them. Measured on the bench's 400 MB pt corpus (GPT-2, Intel
+  Xeon, 3 fresh processes each, alternated with the pool): the library stage took 2.45-2.62 s
   against 2.60-2.88 s unpacked and 2.83-2.96 s against 3.24-3.37 s packed 2048, peak RSS ~40 MiB
   lower (one pretoken cache instead of one per pool thread). Where nothing else works beside the
   encoder the pool is faster: sft and chat-template rows, which encode in the stage's main thread,
