@@ -3,6 +3,7 @@ either way, and the pool used after a fork only where no pool can have been lost
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -181,3 +182,22 @@ def _assert_reference_ids(reported: dict, fork_texts) -> None:
     expected = TokenizersBackend(GPT2.read_text(encoding="utf-8")).encode_batch(fork_texts[1])
     np.testing.assert_array_equal(np.array(reported["offsets"]), expected.offsets)
     np.testing.assert_array_equal(np.array(reported["values"]), expected.values)
+
+
+@pytest.mark.parametrize("pack_size", [0, 2048])
+def test_the_stage_writes_the_same_bytes_on_the_pool_and_on_the_calling_thread(
+    monkeypatch, gpt2, llamafactory, tmp_path, pack_size
+):
+    from pipeline_core import ProcessorFactory, cache_jsonl
+
+    assert gpt2.backend_name == "gigatoken"
+    source = tmp_path / "c4.jsonl"
+    source.write_bytes((llamafactory / "c4_demo.jsonl").read_bytes() * 20)  # 6,000 rows, 15 MB
+    digests = {}
+    for setting in ("0", "1"):
+        monkeypatch.setenv(PARALLEL_ENV, setting)
+        processor = ProcessorFactory.create("pt", gpt2)
+        out_dir = str(tmp_path / setting)
+        [out] = cache_jsonl(str(source), out_dir, processor, pack_size, gpt2.eos_token_id, batch_size=500)
+        digests[setting] = hashlib.sha256(Path(out).read_bytes()).hexdigest()
+    assert digests["0"] == digests["1"]
