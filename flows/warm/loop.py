@@ -102,9 +102,11 @@ class Warm:
                     os.kill(r["pid"], signal.SIGUSR1)
 
     def _record(self) -> None:
+        from pipeline_core.tokenizer.encode_pool import thread_count  # preloaded by the zygote
+
         state.write_record(self.fingerprint, {
             "pid": os.getpid(), "fingerprint": self.fingerprint, "served": self.served, "running": len(self.children), "children": sorted(self.children),
-            "threads": len(os.listdir("/proc/self/task")),
+            "threads": thread_count(),
             "started": self.started, "last_used": self.last_used, "idle_seconds": self.idle_seconds,
             "socket": str(state.socket_path(self.fingerprint)), "cwd": os.environ.get("PWD", ""),
             "code_root": self.code_root, "code": self.code,

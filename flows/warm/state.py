@@ -53,6 +53,8 @@ def enabled() -> bool:
 
     if not (hasattr(os, "fork") and hasattr(socket, "send_fds") and hasattr(socket, "AF_UNIX")):
         return False  # e.g. Windows: every run is cold
+    if not os.path.isdir("/proc/self/task"):
+        return False  # e.g. macOS: no way to show the warm process has one thread to fork (zygote.py)
     chosen = mode()
     if chosen == "auto":
         return os.environ.get("H5PIPE_SERVER", "").strip().lower() != "temporary"

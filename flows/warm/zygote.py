@@ -7,7 +7,8 @@ session, output to ``warm.log``. It:
 1. holds ``warm-<fp>.lock`` for its life (a second one for the same fingerprint exits at once);
 2. imports Prefect, the flows and pipeline_core (with numpy's BLAS pool held to one thread, so
    that no thread exists to be lost in a fork; h5pipe does no BLAS work);
-3. refuses to serve (exits; runs stay cold) if the process has more than one thread;
+3. refuses to serve (exits; runs stay cold) if the process has more than one thread, or where
+   the system cannot tell (no ``/proc/self/task``: a fork could lose a thread nobody can see);
 4. serves (flows/warm/loop.py): binds ``warm-<fp>.sock`` (0600, in the 0700 state dir, same-uid peers only) and writes its
    record; then forks a child per request (flows/warm/child.py), reports each child's exit
    status to its client and SIGTERMs a child whose client went away;
@@ -77,9 +78,17 @@ def _main(fingerprint: str) -> None:
         return  # another warm process of this fingerprint runs or starts
     _absolute_cache_env()
     preload()
-    threads = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["?"]
-    if len(threads) != 1:
-        log(f"not serving: {len(threads)} threads after the imports (a fork would lose them)")
+    from pipeline_core.tokenizer.encode_pool import thread_count  # preloaded: no import cost here
+
+    threads = thread_count()
+    if threads is None:
+        log(
+            "not serving: this system does not list a process's threads (/proc/self/task), so a fork "
+            "cannot be shown to lose none; runs stay cold (H5PIPE_WARM=off skips this attempt)"
+        )
+        return
+    if threads != 1:
+        log(f"not serving: {threads} threads after the imports (a fork would lose them)")
         return
     Warm(fingerprint, lock.fileno()).serve()
 

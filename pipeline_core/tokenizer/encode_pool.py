@@ -82,16 +82,19 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def _thread_count() -> int | None:
+def thread_count() -> int | None:
+    """Threads of this process, native ones included (``/proc/self/task``); None where the system
+    does not list them (not Linux). Callers that need one thread before a fork take None as "not
+    proven": a forked child then keeps gigatoken's rule, the warm process does not serve."""
     try:
         return len(os.listdir("/proc/self/task"))
-    except OSError:  # not Linux: unknown, so a forked child never forces the pool
+    except OSError:
         return None
 
 
 def _before_fork() -> None:
     global _threads_before_fork
-    _threads_before_fork = _thread_count()
+    _threads_before_fork = thread_count()
 
 
 def _after_fork_in_child() -> None:

@@ -312,3 +312,48 @@ def test_a_run_the_warm_process_forks_may_use_gigatokens_pool():
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+class _Served(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("threads", "said"), [(None, "this system does not list a process's threads"), (2, "2 threads")]
+)
+def test_the_warm_process_serves_only_when_it_has_counted_one_thread(tmp_path, monkeypatch, capsys, threads, said):
+    """A fork loses every thread but the caller's; where the count is unknown (no /proc/self/task)
+    or above one, the warm process exits instead of serving, and says why in its log."""
+    from flows.warm import zygote
+    from pipeline_core.tokenizer import encode_pool
+
+    class Warm:
+        def __init__(self, *args) -> None:
+            pass
+
+        def serve(self) -> None:
+            raise _Served
+
+    monkeypatch.setenv("H5PIPE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(zygote, "preload", lambda: None)
+    monkeypatch.setattr(zygote, "Warm", Warm)
+    monkeypatch.setattr(encode_pool, "thread_count", lambda: 1)
+    with pytest.raises(_Served):  # the control: one thread counted, it serves
+        zygote._main("f" * 16)
+    monkeypatch.setattr(encode_pool, "thread_count", lambda: threads)
+    zygote._main("e" * 16)
+    assert f"not serving: {said}" in capsys.readouterr().out
+
+
+def test_no_warm_process_where_the_system_does_not_list_threads(monkeypatch):
+    from flows.warm import state
+    from pipeline_core.tokenizer.encode_pool import thread_count
+
+    monkeypatch.setenv("H5PIPE_WARM", "on")
+    assert state.enabled()
+    assert thread_count() >= 1
+    isdir = os.path.isdir
+    monkeypatch.setattr(os.path, "isdir", lambda path: path != "/proc/self/task" and isdir(path))
+    monkeypatch.setattr(os, "listdir", lambda path: (_ for _ in ()).throw(FileNotFoundError(path)))
+    assert not state.enabled()
+    assert thread_count() is None
