@@ -7,7 +7,10 @@ start at 0, never decrease and end at the data length, counts equal the attribut
 is accounted for (``row_problems``), with one line per skipped row and per dropped sample in its
 quarantine file ``{stem}.errors.jsonl`` (a writer killed between the two publishes leaves them apart).
 A packed file's contents follow the packers' rules too (``formats.pack_check``: boundaries, ids,
-padding, position ids).
+padding, position ids). A Megatron pair (``{prefix}.idx`` + ``.bin``) is whole and agrees with
+itself (``megatron_problems``): a valid header, an index as long as it promises, documents from 0
+to the sequence count, sequences back to back filling the .bin exactly. Megatron's reader checks
+none of that when it opens a pair: a wrong pointer reads other tokens without a word.
 
 Temporary files (see ``sweep``) are reported when their writer is gone; a live writer's are not
 the folder's problem. Damaged HDF5 files raise all sorts of errors inside h5py: each one is a
@@ -24,6 +27,8 @@ from pipeline_core.commit.manifest import MANIFEST, ManifestError, load_manifest
 from pipeline_core.commit.standing import Published, still_stands
 from pipeline_core.commit.sweep import is_temp_name, stale_temps
 from pipeline_core.formats.h5 import COMPLETE_ATTR, OFFSETS_SUFFIX, decode_attr, open_h5
+from pipeline_core.formats.megatron.format import DOCUMENT_DTYPE, LENGTH_DTYPE, POINTER_DTYPE, IndexHeader
+from pipeline_core.formats.megatron.reader import index_problems
 from pipeline_core.formats.pack_check import packed_problems
 from pipeline_core.formats.positions import POSITION_IDS, STORAGE_ATTR
 from pipeline_core.storage.fs import fetch_files, join_url, url_to_fs
@@ -55,6 +60,29 @@ def h5_problems(url: str, storage_options: dict | None = None) -> list[str]:
         with open_h5(url, storage_options) as f:
             return _structure_problems(f) or _quarantine_problems(url, f.attrs, storage_options)
     except Exception as e:  # noqa: BLE001 - a damaged file fails anywhere in h5py, with any error type
+        return [f"unreadable: {type(e).__name__}: {e}"]
+
+
+def megatron_problems(idx_url: str, storage_options: dict | None = None) -> list[str]:
+    """What is wrong with one Megatron pair, given its ``.idx`` (empty when nothing is). The index is
+    read whole (12 bytes a sequence, 8 a document), the .bin only sized."""
+    bin_url = idx_url[: -len(".idx")] + ".bin"
+    name = bin_url.rsplit("/", 1)[-1]
+    try:
+        fs, idx_path = url_to_fs(idx_url, storage_options)
+        bin_path = url_to_fs(bin_url, storage_options)[1]
+        if not fs.exists(bin_path):
+            return [f"no {name} beside it (a partial publish)"]
+        raw = fs.cat_file(idx_path)
+        header = IndexHeader.parse(raw, idx_url.rsplit("/", 1)[-1])
+        if len(raw) < header.index_size:
+            return [f"index has {len(raw)} bytes but its header promises {header.index_size} (truncated)"]
+        count, docs = header.sequence_count, header.document_index_count
+        lengths = np.frombuffer(raw, LENGTH_DTYPE, count, header.lengths_offset)
+        pointers = np.frombuffer(raw, POINTER_DTYPE, count, header.pointers_offset)
+        documents = np.frombuffer(raw, DOCUMENT_DTYPE, docs, header.documents_offset)
+        return index_problems(header, lengths, pointers, documents, fs.size(bin_path))
+    except Exception as e:  # noqa: BLE001 - a damaged index fails in the parse or in numpy: reported
         return [f"unreadable: {type(e).__name__}: {e}"]
 
 
@@ -178,6 +206,11 @@ def verify_output(folder: str, storage_options: dict | None = None, how: str = "
         if name.endswith(".h5"):
             for problem in h5_problems(join_url(folder, name), storage_options):
                 report.add(name, problem)
+        elif name.endswith(".idx"):
+            for problem in megatron_problems(join_url(folder, name), storage_options):
+                report.add(name, problem)
+        elif name.endswith(".bin") and name[: -len(".bin")] + ".idx" not in names:
+            report.add(name, "no .idx beside it (a partial publish); rerun the stage")
     for name, entry in (manifest.entries if manifest else {}).items():
         if name not in names:
             report.add(name, "listed in the manifest but missing")

@@ -10,12 +10,15 @@ chunk holds, read back by megatron-core's reader."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
+import struct
 
 import pytest
 
 from flows.cache_flow import cache_flow
+from pipeline_core.commit.manifest import load_manifest, save_manifest
 from pipeline_core.commit.verify import verify_output
 from pipeline_core.stages.merge import merge_output
 from tests.flows.test_cache_flow import params
@@ -77,3 +80,26 @@ def test_merge_ignores_megatron_files_the_manifest_does_not_list(gpt2, gpt2_path
     merged = merge_output(str(out), str(tmp_path / "merged" / "all"))
     assert merged == {"text": str(tmp_path / "merged" / "all_text_document")}
     assert documents(merged["text"]) == expected(gpt2, c4_chunks, range(3))
+
+
+def test_verify_reports_a_bad_index_the_manifest_vouches_for(gpt2_path, c4_chunks, tmp_path):
+    """A cache run's Megatron folder verifies clean; an index rewritten wrong with its manifest entry
+    updated to match (what a writer's bug would leave) is reported by the structure check alone."""
+    from pipeline_core.storage.hashing import file_digest
+    from tests.pipeline_core.commit.test_verify_megatron import patch
+
+    out = tmp_path / "out"
+    cache_flow(params(gpt2_path, c4_chunks, out, output_format="megatron"))
+    assert verify_output(str(out)).problems == {}
+    name = "train_chunk_1_text_document.idx"
+    idx = out / name
+    count = struct.unpack("<Q", idx.read_bytes()[18:26])[0]  # the header's sequence count
+    patch(idx, 34 + count * 4 + 8, 0)  # the second sequence's pointer: 0, as the first one's
+    manifest = load_manifest(str(out))
+    digest = file_digest(str(idx))
+    manifest.entries[name] = dataclasses.replace(manifest.entries[name], sha256=digest.sha256, size=digest.size)
+    save_manifest(str(out), manifest.to_json())
+    assert verify_output(str(out)).problems == {name: ["sequence pointers are not back to back"]}
+    (out / "train_chunk_2_text_document.idx").unlink()
+    problems = verify_output(str(out)).problems
+    assert problems["train_chunk_2_text_document.bin"] == ["no .idx beside it (a partial publish); rerun the stage"]

@@ -91,15 +91,19 @@ class IndexHeader:
     @classmethod
     def read(cls, path: str) -> IndexHeader:
         with open(path, "rb") as fh:
-            raw = fh.read(HEADER_SIZE)
+            return cls.parse(fh.read(HEADER_SIZE), path)
+
+    @classmethod
+    def parse(cls, raw: bytes, where: str) -> IndexHeader:
+        """The header at the start of ``raw`` (an .idx's first bytes); ``where`` names it in errors."""
         if len(raw) < HEADER_SIZE:
-            raise ValueError(f"{path}: only {len(raw)} bytes, too short for an index header; rewrite it")
-        magic, version, code, sequences, documents = _HEADER.unpack(raw)
+            raise ValueError(f"{where}: only {len(raw)} bytes, too short for an index header; rewrite it")
+        magic, version, code, sequences, documents = _HEADER.unpack(raw[:HEADER_SIZE])
         if magic != MAGIC:
-            raise ValueError(f"{path}: bad magic {magic!r}, not a Megatron indexed dataset index")
+            raise ValueError(f"{where}: bad magic {magic!r}, not a Megatron indexed dataset index")
         if version != VERSION:
-            raise ValueError(f"{path}: index version {version}, only version {VERSION} is supported")
-        return cls(dtype_from_code(code, path), sequences, documents)
+            raise ValueError(f"{where}: index version {version}, only version {VERSION} is supported")
+        return cls(dtype_from_code(code, where), sequences, documents)
 
     @property
     def lengths_offset(self) -> int:

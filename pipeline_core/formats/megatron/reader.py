@@ -83,24 +83,40 @@ class IndexedReader:
 def check_indexed(path_prefix: str | os.PathLike) -> IndexedReader:
     """Open the dataset and verify the index against the .bin; raise ValueError on the first problem."""
     reader = IndexedReader(path_prefix)
-    lengths = reader.sequence_lengths.astype(np.int64)
-    docs = reader.document_indices
-    itemsize = reader.dtype.itemsize
-    bin_size = os.path.getsize(reader.bin_path)
+    problems = index_problems(
+        reader.header,
+        reader.sequence_lengths,
+        reader.sequence_pointers,
+        reader.document_indices,
+        os.path.getsize(reader.bin_path),
+    )
+    if problems:
+        raise ValueError(f"{reader.path_prefix}: {problems[0]}; re-run the export")
+    return reader
+
+
+def index_problems(
+    header: IndexHeader, lengths: np.ndarray, pointers: np.ndarray, documents: np.ndarray, bin_size: int
+) -> list[str]:
+    """What is wrong with an index's arrays and its .bin's size (empty when nothing is): documents
+    run from 0 to the sequence count without going back, sequences lie back to back and fill the
+    .bin exactly, as Megatron's reader assumes without checking."""
+    lengths = np.asarray(lengths).astype(np.int64)
+    itemsize = header.dtype.itemsize
     bin_expected = int(lengths.sum()) * itemsize
     expected = np.concatenate([[0], np.cumsum(lengths)[:-1]]) * itemsize if lengths.size else lengths
-    problems = [
-        (docs.size == 0 or docs[0] != 0, "document indices must start with 0"),
-        (bool(np.any(np.diff(docs) < 0)), "document indices must not decrease"),
-        (docs.size > 0 and docs[-1] != len(reader), "the last document index must equal the sequence count"),
+    checks = [
+        (documents.size == 0 or documents[0] != 0, "document indices must start with 0"),
+        (bool(np.any(np.diff(documents) < 0)), "document indices must not decrease"),
+        (
+            documents.size > 0 and documents[-1] != header.sequence_count,
+            "the last document index must equal the sequence count",
+        ),
         (bool(np.any(lengths < 0)), "sequence lengths must be non-negative"),
-        (not np.array_equal(reader.sequence_pointers, expected), "sequence pointers are not back to back"),
+        (not np.array_equal(pointers, expected), "sequence pointers are not back to back"),
         (bin_size != bin_expected, f".bin has {bin_size} bytes, the index needs {bin_expected}"),
     ]
-    for failed, message in problems:
-        if failed:
-            raise ValueError(f"{reader.path_prefix}: {message}; re-run the export")
-    return reader
+    return [message for failed, message in checks if failed]
 
 
 def _map(path: str, dtype: np.dtype, count: int, offset: int) -> np.ndarray:
