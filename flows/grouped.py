@@ -8,7 +8,7 @@ in order, and submits ``max_workers`` group tasks of about equal bytes (flows/ba
 ``worker_groups``), each as soon as its chunks are hashed when the inputs' sizes are known from
 their stamps (the first group starts after its own bytes are hashed, not after the whole input's);
 each chunk keeps its Prefect cache key, result record and manifest entry (tasks/cache_group.py).
-On threads, chunks of 4-64 MB go the same way in groups of about 64 MB (flows/batching.py
+On threads, chunks of 4-128 MB go the same way in groups of about 128 MB (flows/batching.py
 ``task_groups``), whose task runs cost the server far less than one per chunk.
 """
 

@@ -23,7 +23,7 @@ def test_ten_mb_chunks_go_in_groups_of_about_task_bytes_a_multiple_of_the_worker
     sizes = [10 * MB] * 42  # the benchmark's 420 MB job
     groups = task_groups(sizes, 2)
     assert [k for g in groups for k in g] == list(range(42))  # in order, each chunk once
-    assert len(groups) == 8  # 420 MB / (2 workers x 64 MB) -> 4 rounds of 2
+    assert len(groups) == 4  # 420 MB / (2 workers x 128 MB) -> 2 rounds of 2
     assert all(sum(sizes[k] for k in g) <= TASK_BYTES for g in groups)
     assert shares_tasks(sizes, 2)
 
