@@ -7,6 +7,7 @@ import numpy as np
 
 from flows.cache_flow import cache_flow
 from flows.reporting import untrained_warning
+from pipeline_core.commit.verify import verify_output
 from pipeline_core.formats.h5 import open_h5
 from tests.flows.test_cache_flow import params, write_chunks
 
@@ -55,3 +56,4 @@ def test_mindspeed_output_reports_its_packs_and_untrained_ones(gpt2_path, tmp_pa
     assert ms["packs"] == h5["packs"] > 0 and ms["pack_utilisation"] == h5["pack_utilisation"]
     assert ms["untrained_packs"] == h5["untrained_packs"] == _untrained_in(tmp_path / "h5" / "train_chunk_0.h5")
     assert untrained_warning(ms) == untrained_warning(h5)
+    assert verify_output(str(tmp_path / "ms")).problems == {}  # its Megatron pairs' structure included
