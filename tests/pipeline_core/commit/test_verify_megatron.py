@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
 import pytest
 
 from pipeline_core.commit.verify import megatron_problems
-from pipeline_core.formats.megatron import IndexedWriter
-from tests.pipeline_core.formats.test_megatron import _megatron_indexed_dataset
+from tests.pipeline_core.formats.test_megatron import _megatron_indexed_dataset, _write
 
 # two documents: [1, 2, 3] and [4, 5] + [6]: 3 sequences of 3, 2 and 1 uint16 tokens (12 bytes)
 SEQUENCES = [[1, 2, 3], [4, 5], [6]]
@@ -26,9 +24,7 @@ IDX_SIZE = DOCUMENTS_AT + 3 * 8  # then three int64 document indices: 0, 1, 3
 
 
 def write_pair(prefix) -> None:
-    with IndexedWriter(prefix, np.uint16) as writer:
-        writer.add_document(np.array([1, 2, 3]), np.array([3]))
-        writer.add_document(np.array([4, 5, 6]), np.array([2, 1]))
+    _write(prefix, [SEQUENCES[:1], SEQUENCES[1:]])
 
 
 def patch(path, offset: int, value: int) -> None:
